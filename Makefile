@@ -1,0 +1,58 @@
+# payflow — top-level Makefile.
+#
+# PGXS builds and installs the extension (extension/), "make -C workers"
+# the edge processes.  make check / demo / bench run the scripts under test/,
+# which install what they need and start and stop their own servers.
+
+PG_CONFIG ?= pg_config
+
+MODULE_big = payflow
+OBJS = \
+	extension/src/backoff.o \
+	extension/src/operation_id.o \
+	extension/src/payflow.o \
+	extension/src/scheduler.o \
+	extension/src/token.o \
+	extension/src/transitions.o \
+	extension/src/wakeup.o
+
+EXTVERSION = 0.1.0
+MODULEDIR = extension
+DATA = extension/payflow.control $(wildcard extension/sql/payflow--*--*.sql)
+DATA_built = extension/payflow--$(EXTVERSION).sql
+PG_CPPFLAGS = -I$(srcdir)/extension/include
+PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
+
+# pg_regress (sql/, expected/) and isolation specs (test/isolation/)
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --load-extension=payflow
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output_iso --load-extension=payflow
+
+EXTRA_CLEAN = test/isolation/output_iso
+
+# check, demo and bench start on a bare machine (they install PostgreSQL's
+# development files themselves), so they must not need pg_config yet.
+ifeq ($(filter check demo bench soak,$(MAKECMDGOALS)),)
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+endif
+
+# The full install script is kept in one file and copied at build time, so
+# each release adds an upgrade script instead of editing history.
+extension/payflow--$(EXTVERSION).sql: extension/sql/payflow.sql
+	cp $< $@
+
+.PHONY: workers check demo bench soak
+workers:
+	$(MAKE) -C workers
+
+# Everything below runs on a fresh Debian 12 machine as root.
+check:
+	test/run-checks.sh
+
+demo:
+	test/demo.sh
+
+bench:
+	test/bench.sh

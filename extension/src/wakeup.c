@@ -1,0 +1,143 @@
+/*
+ * wakeup.c
+ *		Waking the relays after commits that wrote the outbox, without a
+ *		NOTIFY in every writing transaction.
+ *
+ * NOTIFY takes a database-wide lock at commit and so serialises all
+ * committing transactions that notified (see the benchmark in the README).
+ * Instead, a backend that wrote outbox rows sets a flag in shared memory and
+ * the scheduler's latch when its transaction commits; the scheduler worker
+ * then sends one NOTIFY payflow_outbox for however many commits happened
+ * meanwhile.  Without shared_preload_libraries there is no shared state and
+ * the relays fall back to polling.
+ */
+#include "payflow.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+typedef struct PayflowWakeupShared
+{
+	slock_t		mutex;			/* protects scheduler_latch */
+	Latch	   *scheduler_latch;	/* NULL while no scheduler runs */
+	pg_atomic_uint32 outbox_dirty;	/* commits wrote the outbox since the
+									 * last NOTIFY */
+} PayflowWakeupShared;
+
+static PayflowWakeupShared *wakeup_shared = NULL;
+
+/* This transaction inserted outbox rows: wake the scheduler at commit */
+static bool wakeup_at_commit = false;
+
+void
+payflow_wakeup_shmem_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(sizeof(PayflowWakeupShared)));
+}
+
+void
+payflow_wakeup_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wakeup_shared = ShmemInitStruct("payflow wakeup",
+									sizeof(PayflowWakeupShared), &found);
+	if (!found)
+	{
+		SpinLockInit(&wakeup_shared->mutex);
+		wakeup_shared->scheduler_latch = NULL;
+		pg_atomic_init_u32(&wakeup_shared->outbox_dirty, 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+static void
+pf_wakeup_xact_callback(XactEvent event, void *arg)
+{
+	Latch	   *latch;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (wakeup_at_commit && wakeup_shared != NULL)
+			{
+				pg_atomic_write_u32(&wakeup_shared->outbox_dirty, 1);
+				SpinLockAcquire(&wakeup_shared->mutex);
+				latch = wakeup_shared->scheduler_latch;
+				SpinLockRelease(&wakeup_shared->mutex);
+				if (latch != NULL)
+					SetLatch(latch);
+			}
+			wakeup_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			wakeup_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+payflow_wakeup_register_xact_callback(void)
+{
+	RegisterXactCallback(pf_wakeup_xact_callback, NULL);
+}
+
+static void
+pf_wakeup_detach(int code, Datum arg)
+{
+	payflow_wakeup_detach_scheduler();
+}
+
+/* Called by the scheduler worker once connected */
+void
+payflow_wakeup_attach_scheduler(void)
+{
+	if (wakeup_shared == NULL)
+		return;
+	SpinLockAcquire(&wakeup_shared->mutex);
+	wakeup_shared->scheduler_latch = MyLatch;
+	SpinLockRelease(&wakeup_shared->mutex);
+	on_shmem_exit(pf_wakeup_detach, (Datum) 0);
+}
+
+void
+payflow_wakeup_detach_scheduler(void)
+{
+	if (wakeup_shared == NULL)
+		return;
+	SpinLockAcquire(&wakeup_shared->mutex);
+	if (wakeup_shared->scheduler_latch == MyLatch)
+		wakeup_shared->scheduler_latch = NULL;
+	SpinLockRelease(&wakeup_shared->mutex);
+}
+
+/* True (once) when commits wrote the outbox since the last call */
+bool
+payflow_wakeup_consume(void)
+{
+	if (wakeup_shared == NULL)
+		return false;
+	return pg_atomic_exchange_u32(&wakeup_shared->outbox_dirty, 0) != 0;
+}
+
+PG_FUNCTION_INFO_V1(payflow_outbox_written);
+
+/*
+ * payflow._outbox_written() marks the current transaction as one that wrote
+ * outbox rows; the wake-up happens only if and when it commits.
+ */
+Datum
+payflow_outbox_written(PG_FUNCTION_ARGS)
+{
+	wakeup_at_commit = true;
+	PG_RETURN_VOID();
+}

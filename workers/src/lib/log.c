@@ -239,7 +239,7 @@ format_timestamp(char *out, size_t outlen)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, outlen, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+	snprintf(out, outlen, "%.19s.%03dZ", base, (int) (ts.tv_nsec / 1000000) % 1000);
 }
 
 void
@@ -248,7 +248,7 @@ pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields, const ch
 	pf_buf		msg = PF_BUF_INIT;
 	pf_buf		line = PF_BUF_INIT;
 	json_t	   *obj;
-	char		ts[40];
+	char		ts[64];
 	char	   *encoded;
 	va_list		ap;
 	FILE	   *stream = logger.stream ? logger.stream : stderr;

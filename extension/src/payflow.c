@@ -15,6 +15,9 @@
 #include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include <limits.h>
 
 PG_MODULE_MAGIC;
 

@@ -15,7 +15,10 @@
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"

@@ -1,0 +1,48 @@
+#!/bin/bash
+# make check: every test tier on a throwaway cluster.  Runs as root on a
+# fresh Debian 12 machine: installs what it needs, builds, starts what it
+# needs, and stops it all on exit (also on failure).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+source test/lib/deps.sh
+source test/lib/cluster.sh
+
+pf_install_deps
+
+echo "== build"
+make -s >/dev/null
+make -s install >/dev/null
+
+# A fresh cluster per run: tests must not depend on what an earlier run left.
+pf_cluster_destroy
+trap 'pf_cluster_destroy' EXIT
+pf_cluster_start
+
+failed=0
+run_tier() {
+	local name=$1
+	shift
+	echo "== $name"
+	if ! "$@"; then
+		echo "!! $name FAILED"
+		failed=1
+	fi
+}
+
+run_tier "pg_regress" make -s installcheck REGRESS_OPTS="--load-extension=payflow --host=$PGHOST --port=$PGPORT --user=postgres"
+run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
+for t in test/integration/*.sh; do
+	[ -e "$t" ] || continue
+	run_tier "$(basename "$t" .sh)" "$t"
+done
+
+if [ $failed -ne 0 ]; then
+	for f in regression.diffs test/isolation/output_iso/regression.diffs; do
+		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
+	done
+	echo "make check: FAILED"
+	exit 1
+fi
+echo "make check: all tiers passed"

@@ -1,0 +1,133 @@
+/*
+ * config.h
+ *		Settings of the edge processes, read from environment variables (AWS's
+ *		standard names and PAYFLOW_*, DESIGN §3) and optionally from the file
+ *		named by PAYFLOW_CONFIG_FILE (lines NAME=value; the environment wins).
+ *
+ * Every setting is one row of a declarative table in config.c: name, type,
+ * target member, the programs that require it, default, and whether it is
+ * secret. A program states what it is (PF_PROGRAM_* bits); anything missing
+ * or invalid stops start-up with one line naming the setting, e.g.
+ *
+ *		payflow-relay: invalid PAYFLOW_QUEUE_URLS: expected destination=url pairs
+ *
+ * Secret values are registered with the logger, which redacts them from
+ * every line, and are never echoed in configuration errors.
+ */
+#ifndef PAYFLOW_CONFIG_H
+#define PAYFLOW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "payflow/log.h"
+#include "payflow/payload_ref.h"
+
+/* What a program is; settings say which of these require them. */
+#define PF_PROGRAM_RELAY		0x01
+#define PF_PROGRAM_WORKER		0x02	/* any worker role */
+#define PF_PROGRAM_PAYMENT		0x04	/* payflow-worker --role payment */
+#define PF_PROGRAM_POSTPROCESS	0x08	/* payflow-worker --role postprocess */
+#define PF_PROGRAM_INVOICE		0x10	/* payflow-worker --role invoice */
+#define PF_PROGRAM_API			0x20
+#define PF_PROGRAM_ANY			0x3F
+/* Programs that call AWS (they need a region and credentials). */
+#define PF_PROGRAM_USES_AWS		(PF_PROGRAM_RELAY | PF_PROGRAM_WORKER)
+
+typedef enum pf_legacy_mode
+{
+	PF_LEGACY_BLOCKING = 0,
+	PF_LEGACY_SUBMIT_POLL = 1
+} pf_legacy_mode;
+
+typedef enum pf_s3_addressing
+{
+	PF_S3_ADDRESSING_AUTO = 0,	/* path-style when an endpoint is set */
+	PF_S3_ADDRESSING_PATH = 1,
+	PF_S3_ADDRESSING_VIRTUAL = 2
+} pf_s3_addressing;
+
+typedef struct pf_queue_route
+{
+	char	   *destination;	/* e.g. "payment-requests" */
+	char	   *url;
+} pf_queue_route;
+
+typedef struct pf_queue_map
+{
+	int			count;
+	pf_queue_route *routes;
+} pf_queue_map;
+
+typedef struct pf_config
+{
+	/* AWS standard variables */
+	char	   *aws_region;
+	char	   *aws_access_key_id;
+	char	   *aws_secret_access_key;
+	char	   *aws_session_token;
+	char	   *aws_container_credentials_relative_uri;
+	char	   *aws_container_credentials_full_uri;
+	char	   *aws_container_authorization_token;
+	char	   *aws_container_authorization_token_file;
+	char	   *aws_endpoint_url;
+	char	   *aws_endpoint_url_sqs;
+	char	   *aws_endpoint_url_s3;
+	int			aws_max_attempts;
+
+	/* payflow */
+	char	   *database_url;
+	pf_queue_map queue_urls;
+	char	   *queue_url;
+	int			concurrency;
+	int			visibility_timeout;
+	int			drain_seconds;
+	char	   *worker_id;
+	int			store;			/* pf_store_kind */
+	char	   *s3_bucket;
+	int			s3_addressing;	/* pf_s3_addressing */
+	char	   *legacy_odbc;
+	int			legacy_mode;	/* pf_legacy_mode */
+	char	   *legacy_call;
+	char	   *legacy_submit;
+	char	   *legacy_status;
+	char	   *legacy_lookup;
+	int			legacy_timeout;
+	char	   *postprocess_function;
+	char	   *postprocess_url;
+	char	   *invoice_url;
+	char	   *listen;
+	int			log_level;		/* pf_log_level */
+	int			relay_in_flight;
+	int			poll_interval_ms;
+	int			http_connect_timeout_ms;
+	int			http_timeout_ms;
+} pf_config;
+
+/*
+ * Load every setting. programs is a set of PF_PROGRAM_* bits. On failure
+ * returns false and writes one line into error ("invalid NAME: why" or
+ * "missing NAME"); cfg then holds nothing to free.
+ */
+bool		pf_config_load(pf_config *cfg, unsigned programs, char *error, size_t error_len);
+
+/*
+ * pf_config_load for a program's main(): on failure prints
+ * "<progname>: <error>" to stderr and exits with status 2. Also sets the log
+ * level and registers secrets with the logger.
+ */
+void		pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs);
+
+void		pf_config_free(pf_config *cfg);
+
+/* The effective settings for a start-up log line; secrets show as "[redacted]". */
+json_t	   *pf_config_to_json(const pf_config *cfg);
+
+/* Parse "destination=url,destination=url". */
+bool		pf_queue_map_parse(const char *text, pf_queue_map *map, char *why, size_t why_len);
+const char *pf_queue_map_find(const pf_queue_map *map, const char *destination);
+void		pf_queue_map_free(pf_queue_map *map);
+
+#endif							/* PAYFLOW_CONFIG_H */

@@ -31,7 +31,7 @@ run_tier() {
 	fi
 }
 
-run_tier "pg_regress" make -s installcheck REGRESS_OPTS="--load-extension=payflow --host=$PGHOST --port=$PGPORT --user=postgres"
+run_tier "pg_regress + isolation" make -s installcheck
 run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
 for t in test/integration/*.sh; do
 	[ -e "$t" ] || continue

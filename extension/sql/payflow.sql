@@ -874,12 +874,15 @@ CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id te
 	LANGUAGE plpgsql
 	AS $$
 BEGIN
-	IF s.operation_id IS NULL OR s.lease_owner IS DISTINCT FROM p_worker THEN
+	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step % of operation "%"',
+			p_worker, p_step, p_operation_id
+			USING ERRCODE = 'PF004', DETAIL = 'The step has not been claimed.';
+	ELSIF s.lease_owner <> p_worker THEN
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step % of operation "%"',
 			p_worker, p_step, p_operation_id
 			USING ERRCODE = 'PF004',
-				  DETAIL = CASE WHEN s.lease_owner IS NOT NULL
-								THEN 'Another worker claimed the step after this worker''s lease expired.' END;
+				  DETAIL = 'Another worker claimed the step, after this worker''s lease expired.';
 	END IF;
 END
 $$;
@@ -922,8 +925,7 @@ BEGIN
 	ELSIF payflow._is_terminal(o.status) THEN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
 			USING ERRCODE = 'PF006',
-				  HINT = CASE WHEN o.status = 'FAILED'
-							  THEN 'payflow.replay() re-runs the step with the same idempotency key.' END;
+				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
 	END IF;
 	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
 

@@ -179,7 +179,8 @@ function sendRejection(ctx, error) {
 		headers = { "content-type": "text/xml", "x-amzn-requestid": requestId };
 	}
 
-	const firstLine = String(error.s3?.message ?? error.message).split("\n")[0];
+	const text = protocol === "s3" ? error.s3.message ?? error.message : error.message;
+	const firstLine = String(text).split("\n")[0];
 	console.error(`${new Date().toISOString()} sigv4-front: rejected ${status} ${code} ` +
 		`${protocol} ${req.method} ${req.url.split("?")[0]} key=${ctx.accessKeyId ?? "-"}: ${firstLine}`);
 

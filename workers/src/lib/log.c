@@ -16,7 +16,10 @@
 
 #include "payflow/buf.h"
 
-#define MAX_SECRETS 32
+#define MAX_SECRETS 64
+/* Secrets registered first (configuration) are kept for good; later ones
+ * (rotating credentials) take turns in the remaining slots. */
+#define PERMANENT_SECRETS 24
 /* Shorter values would redact ordinary words; real secrets are long. */
 #define MIN_SECRET_LEN 6
 #define REDACTED "[redacted]"
@@ -27,8 +30,9 @@ static struct
 	pf_log_level level;
 	FILE	   *stream;
 	int			n_secrets;
+	int			next_evict;
 	char	   *secrets[MAX_SECRETS];
-}			logger = {"payflow", PF_LOG_INFO, NULL, 0, {NULL}};
+}			logger = {"payflow", PF_LOG_INFO, NULL, 0, PERMANENT_SECRETS, {NULL}};
 
 void
 pf_log_init(const char *component, pf_log_level level)
@@ -94,6 +98,13 @@ remember_secret(const char *secret)
 			return;
 	if (logger.n_secrets < MAX_SECRETS)
 		logger.secrets[logger.n_secrets++] = pf_strdup(secret);
+	else
+	{
+		free(logger.secrets[logger.next_evict]);
+		logger.secrets[logger.next_evict] = pf_strdup(secret);
+		if (++logger.next_evict == MAX_SECRETS)
+			logger.next_evict = PERMANENT_SECRETS;
+	}
 }
 
 void

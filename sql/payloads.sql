@@ -1,0 +1,34 @@
+-- The "pg" claim-check store: payload_get verifies the checksum.
+SELECT payflow.submit('pl-1', '{"amount": 1}') AS op \gset
+SELECT request_ref AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT convert_from(payflow.payload_get(:'ref'), 'UTF8')::jsonb AS content;
+
+SELECT payflow.payload_put(:'op', 'note.json', convert_to('{"n": 1}', 'UTF8')) AS put \gset
+SELECT (:'put'::jsonb) ->> 'key' = 'payments/' || :'op' || '/note.json' AS key_ok,
+       (:'put'::jsonb) ->> 'checksum' = 'sha256:' || encode(sha256(convert_to('{"n": 1}', 'UTF8')), 'hex') AS checksum_ok,
+       ((:'put'::jsonb) ->> 'size')::int AS size;
+-- a key is written once: the same bytes again are fine, other bytes are refused
+SELECT payflow.payload_put(:'op', 'note.json', convert_to('{"n": 1}', 'UTF8')) = :'put'::jsonb AS idempotent;
+SELECT * FROM pf_try(format($$SELECT payflow.payload_put(%L, 'note.json', '\x00')$$, :'op'));
+
+-- a reference whose checksum does not match what is stored: PF005
+SELECT sqlstate, message LIKE 'checksum mismatch%' AS mismatch
+  FROM pf_try(format($$SELECT payflow.payload_get(%L::jsonb || '{"checksum": "sha256:%s"}')$$, :'ref', repeat('0', 64)));
+-- stored bytes corrupted behind payflow's back: PF005 too
+UPDATE payflow.payloads SET content = content || '\x20'::bytea WHERE key = (:'ref'::jsonb) ->> 'key';
+SELECT sqlstate FROM pf_try(format($$SELECT payflow.payload_get(%L)$$, :'ref'));
+SELECT * FROM pf_try($$SELECT payflow.payload_get('{"store": "s3", "key": "k", "checksum": "sha256:00"}')$$);
+SELECT * FROM pf_try($$SELECT payflow.payload_get('{"store": "pg", "key": "payments/gone/request.json", "checksum": "sha256:00"}')$$);
+SELECT * FROM pf_try($$SELECT payflow.payload_get('{"store": "pg"}')$$);
+SELECT * FROM pf_try(format($$SELECT payflow.payload_put(%L, '../etc/passwd', '\x00')$$, :'op'));
+SELECT * FROM pf_try($$SELECT payflow.payload_put('pay_00000000000000000000000000', 'x.json', '\x00')$$);
+SET payflow.payload_max_bytes = 10;
+SELECT * FROM pf_try(format($$SELECT payflow.payload_put(%L, 'big.bin', '\x000102030405060708090a0b')$$, :'op'));
+RESET payflow.payload_max_bytes;
+
+-- consumer de-duplication and message dead letters
+SELECT payflow.mark_consumed('webhooks', '6f1c4b7e-8d2a-4c1e-9b3f-0a1b2c3d4e5f') AS first,
+       payflow.mark_consumed('webhooks', '6f1c4b7e-8d2a-4c1e-9b3f-0a1b2c3d4e5f') AS second,
+       payflow.mark_consumed('other', '6f1c4b7e-8d2a-4c1e-9b3f-0a1b2c3d4e5f') AS other_consumer;
+SELECT payflow.record_dead_letter('payment-requests', '{not json', '{"code": "bad_json"}') > 0 AS recorded;
+SELECT source, queue, message_body, error ->> 'code' AS code, operation_id FROM payflow.dead_letters WHERE source = 'message';

@@ -1,0 +1,57 @@
+-- run_scheduler: expired leases, due retries, stuck steps.
+SET payflow.retry_jitter = 0;
+SELECT payflow.submit('sch-1', '{}') AS op1 \gset
+SELECT payflow.submit('sch-2', '{}') AS op2 \gset
+SELECT payflow.submit('sch-3', '{}') AS op3 \gset
+TRUNCATE payflow.outbox;
+
+-- nothing to do
+SELECT payflow.run_scheduler() AS idle;
+
+-- op1: a due retry is re-emitted once, with the next attempt number
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w') c;
+SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op1', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
+SELECT payflow.run_scheduler() AS not_due_yet;
+UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op1';
+SELECT payflow.run_scheduler() AS retry_due;
+SELECT event_type, (body ->> 'attempt')::int AS attempt, body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS same_input
+  FROM payflow.outbox WHERE operation_id = :'op1';
+SELECT status, pending_since IS NOT NULL AS waiting_for_claim FROM payflow.steps WHERE operation_id = :'op1';
+SELECT payflow.run_scheduler() AS not_twice;
+SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w2') c;
+
+-- op2: the worker died; its expired lease makes the step retryable at once
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op2', 'PROCESS_PAYMENT', 'dead-worker') c;
+UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op2';
+SELECT payflow.run_scheduler() AS lease_expired;
+SELECT status, attempt, last_error ->> 'code' AS code FROM payflow.steps WHERE operation_id = :'op2';
+SELECT count(*) AS request_reemitted FROM payflow.outbox WHERE operation_id = :'op2';
+-- the dead worker, if it was only slow, may still report: nobody claimed since
+SELECT c ->> 'status' AS status FROM payflow.complete_step(:'op2', 'PROCESS_PAYMENT', 'dead-worker', '{"tx": "late"}') c;
+
+-- op3: its PaymentRequested was lost by the queue; after stuck_after the
+-- scheduler emits it again, but not while an event of the payment is still
+-- in the outbox (that one will be delivered)
+SET payflow.stuck_after = '60s';
+UPDATE payflow.steps SET pending_since = now() - interval '61 seconds' WHERE operation_id = :'op3';
+INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
+VALUES (gen_random_uuid(), :'op3', 'PaymentRequested', 'payment-requests', 'sch-3', '{}', '{}');
+SELECT payflow.run_scheduler() AS still_in_outbox;
+DELETE FROM payflow.outbox WHERE operation_id = :'op3';
+SELECT payflow.run_scheduler() AS rearmed_not_yet;
+UPDATE payflow.steps SET pending_since = now() - interval '61 seconds' WHERE operation_id = :'op3';
+SELECT payflow.run_scheduler() AS stuck_redriven;
+SELECT event_type, (body ->> 'attempt')::int AS attempt FROM payflow.outbox WHERE operation_id = :'op3';
+SELECT pending_since > now() - interval '1 second' AS rearmed FROM payflow.steps WHERE operation_id = :'op3';
+
+-- a step of a running worker (live lease) is never touched
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT', 'w') c;
+UPDATE payflow.steps SET claimed_at = now() - interval '1 day' WHERE operation_id = :'op3';
+SELECT payflow.run_scheduler() AS live_lease_untouched;
+
+-- bounded: max_rows per kind
+SELECT count(payflow.submit('sch-many-' || n, '{}')) AS submitted FROM generate_series(1, 5) n;
+UPDATE payflow.steps SET pending_since = now() - interval '1 hour' WHERE status = 'PENDING';
+TRUNCATE payflow.outbox;
+SELECT (payflow.run_scheduler(2) ->> 'stuckRedriven')::int AS bounded;
+SELECT * FROM pf_try($$SELECT payflow.run_scheduler(0)$$);

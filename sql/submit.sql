@@ -1,0 +1,112 @@
+-- submit / submit_ref: one transaction writes operation, payload, step,
+-- history and the PaymentRequested event; idempotency by key.
+SET client_min_messages = warning;
+
+SELECT payflow.submit('payment-1', '{"amount": 1250, "currency": "EUR"}', NULL, 'req-1') AS op1 \gset
+
+SELECT :'op1' ~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' AS id_is_pay_ulid;
+
+SELECT status = 'PENDING' AS pending, current_step = 'PROCESS_PAYMENT' AS first_step,
+       idempotency_key = 'payment-1' AS key_defaults_to_payment_id,
+       correlation_id = 'req-1' AS correlation_kept
+  FROM payflow.operations WHERE id = :'op1';
+
+-- the payload is stored with its sha256 and referenced, never inlined
+SELECT p.key = 'payments/' || :'op1' || '/request.json' AS key_ok,
+       p.checksum = 'sha256:' || encode(sha256(p.content), 'hex') AS checksum_ok,
+       convert_from(p.content, 'UTF8')::jsonb = '{"amount": 1250, "currency": "EUR"}' AS content_ok,
+       p.size = octet_length(p.content) AS size_ok
+  FROM payflow.payloads p WHERE p.operation_id = :'op1';
+
+SELECT count(*) = 1 AS one_history_row,
+       bool_and(from_status IS NULL AND to_status = 'PENDING') AS history_ok
+  FROM payflow.operation_history WHERE operation_id = :'op1';
+
+SELECT status = 'PENDING' AS step_pending, attempt = 0 AS no_attempt_yet,
+       input_ref = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS input_is_request
+  FROM payflow.steps WHERE operation_id = :'op1';
+
+-- the outbox event follows DESIGN §2
+SELECT event_type, destination, message_group_id,
+       body ->> 'eventType' AS "eventType",
+       (body ->> 'eventVersion')::int AS "eventVersion",
+       body ->> 'eventId' = event_id::text AS event_id_ok,
+       body ->> 'operationId' = :'op1' AS operation_ok,
+       body ->> 'paymentId' AS "paymentId",
+       (body ->> 'attempt')::int AS attempt,
+       body ->> 'correlationId' AS "correlationId",
+       body ->> 'createdAt' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS created_at_iso_utc,
+       body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS payload_is_ref,
+       NOT (body -> 'payload' ? 'amount') AS no_details_in_message,
+       attributes = jsonb_build_object('eventType', 'PaymentRequested', 'operationId', :'op1',
+                                       'correlationId', 'req-1') AS attributes_ok
+  FROM payflow.outbox WHERE operation_id = :'op1';
+
+-- same key, same details: same operation, nothing new written
+SELECT payflow.submit('payment-1', '{"currency": "EUR", "amount": 1250}') = :'op1' AS same_id;
+SELECT count(*) = 1 AS still_one_event FROM payflow.outbox WHERE message_group_id = 'payment-1';
+
+-- same key, other details: PF002
+SELECT * FROM pf_try($$SELECT payflow.submit('payment-1', '{"amount": 9999, "currency": "EUR"}')$$);
+-- same key, other payment id: PF002 too
+SELECT * FROM pf_try($$SELECT payflow.submit('payment-x', '{"amount": 1250, "currency": "EUR"}', 'payment-1')$$);
+
+-- an explicit idempotency key separates two submissions of one payment
+SELECT payflow.submit('payment-2', '{"amount": 5}', 'key-a') AS op2a \gset
+SELECT payflow.submit('payment-2', '{"amount": 5}', 'key-b') AS op2b \gset
+SELECT :'op2a' <> :'op2b' AS distinct_ops;
+
+-- ids are monotonic within a session
+SELECT :'op2a' < :'op2b' AS monotonic;
+
+-- bad input: a specific SQLSTATE and nothing written
+SELECT count(*) AS ops_before FROM payflow.operations \gset
+SELECT * FROM pf_try($$SELECT payflow.submit(NULL, '{}')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('', '{}')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit(repeat('x', 256), '{}')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('p', NULL)$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('p', '[1,2]')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('p', '"text"')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('p', '{}', '')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('p', '{}', NULL, repeat('c', 300))$$);
+SET payflow.payload_max_bytes = 64;
+SELECT * FROM pf_try($$SELECT payflow.submit('p-big', jsonb_build_object('blob', repeat('a', 100)))$$);
+RESET payflow.payload_max_bytes;
+SELECT payflow.submit('x''; DROP TABLE payflow.operations; --', '{"a": "'' OR 1=1 --"}') ~ '^pay_' AS injection_is_just_data;
+SELECT count(*) = :ops_before + 1 AS only_the_valid_one_written FROM payflow.operations;
+SELECT count(*) = 1 AS table_still_there FROM payflow.operations WHERE payment_id LIKE 'x%DROP%';
+
+-- submit_ref: the payload is already in S3, only the reference is kept
+SELECT payflow.submit_ref('payment-3', 's3', 'incoming/p3.json',
+       'sha256:' || repeat('ab', 32), 5000000, NULL, 'req-3') AS op3 \gset
+SELECT request_ref = jsonb_build_object('store', 's3', 'key', 'incoming/p3.json',
+                                        'checksum', 'sha256:' || repeat('ab', 32), 'size', 5000000) AS ref_kept,
+       NOT EXISTS (SELECT FROM payflow.payloads WHERE operation_id = :'op3') AS nothing_stored
+  FROM payflow.operations WHERE id = :'op3';
+SELECT body -> 'payload' ->> 'store' AS store FROM payflow.outbox WHERE operation_id = :'op3';
+SELECT payflow.submit_ref('payment-3', 's3', 'incoming/p3.json', 'sha256:' || repeat('ab', 32), 5000000) = :'op3' AS same_id;
+SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-3', 's3', 'incoming/other.json', 'sha256:' || repeat('ab', 32), 5000000)$$);
+SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-4', 'ftp', 'k', 'sha256:' || repeat('ab', 32), 1)$$);
+SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-4', 's3', 'k', 'md5:abc', 1)$$);
+SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-4', 's3', 'k', 'sha256:' || repeat('ab', 32), -1)$$);
+SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-4', 'pg', 'payments/none/request.json', 'sha256:' || repeat('ab', 32), 1)$$);
+-- a "pg" reference must match what is stored
+SELECT sqlstate, message LIKE 'checksum mismatch for payload "payments/pay_%/request.json"' AS message_ok
+  FROM pf_try(format($$SELECT payflow.submit_ref('payment-4', 'pg', 'payments/' || %L || '/request.json', 'sha256:' || repeat('ab', 32), 1)$$, :'op1'));
+SELECT payflow.submit_ref('payment-5', 'pg', key, checksum, size) ~ '^pay_' AS pg_ref_ok
+  FROM payflow.payloads WHERE operation_id = :'op1';
+
+-- status and history
+SELECT doc ->> 'operationId' = :'op1' AS id_ok, doc ->> 'paymentId' AS "paymentId",
+       doc ->> 'status' AS status, (doc ->> 'attempts')::int AS attempts,
+       doc -> 'nextAttemptAt' = 'null' AS no_retry, doc -> 'error' = 'null' AS no_error,
+       doc ->> 'correlationId' AS "correlationId",
+       doc ->> 'createdAt' ~ 'Z$' AND doc ->> 'updatedAt' ~ 'Z$' AS timestamps_utc,
+       (doc ->> 'terminal')::boolean AS terminal
+  FROM payflow.status(:'op1') AS doc;
+SELECT from_status, to_status, reason, actor = current_user AS actor_ok FROM payflow.history(:'op1');
+SELECT * FROM pf_try($$SELECT payflow.status('pay_00000000000000000000000000')$$);
+SELECT * FROM pf_try($$SELECT payflow.status('not-an-id')$$);
+SELECT * FROM pf_try($$SELECT payflow.status(NULL)$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.history('pay_00000000000000000000000000')$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.history('pay_0000''; select 1; --')$$);

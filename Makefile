@@ -24,12 +24,12 @@ PG_CPPFLAGS = -I$(srcdir)/extension/include
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
 
 # pg_regress (sql/, expected/) and isolation specs (test/isolation/)
-REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS := $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --load-extension=payflow
-ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output_iso --load-extension=payflow
+ISOLATION := $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation --load-extension=payflow
 
-EXTRA_CLEAN = test/isolation/output_iso
+EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolation/regression.out
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.

@@ -857,8 +857,8 @@ BEGIN
 	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
 	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'worker "%" does not hold the lease of step % of operation "%"',
-			worker_id, step, operation_id USING ERRCODE = 'PF004';
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, step
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
 	END IF;
 	RETURN true;
 END
@@ -875,14 +875,14 @@ CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id te
 	AS $$
 BEGIN
 	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
-		RAISE EXCEPTION 'worker "%" does not hold the lease of step % of operation "%"',
-			p_worker, p_step, p_operation_id
-			USING ERRCODE = 'PF004', DETAIL = 'The step has not been claimed.';
-	ELSIF s.lease_owner <> p_worker THEN
-		RAISE EXCEPTION 'worker "%" does not hold the lease of step % of operation "%"',
-			p_worker, p_step, p_operation_id
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
 			USING ERRCODE = 'PF004',
-				  DETAIL = 'Another worker claimed the step, after this worker''s lease expired.';
+				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, p_operation_id);
+	ELSIF s.lease_owner <> p_worker THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Worker %s claimed step %s of operation %s after this worker''s lease expired.',
+								  s.lease_owner, p_step, p_operation_id);
 	END IF;
 END
 $$;

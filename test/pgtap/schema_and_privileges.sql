@@ -1,0 +1,140 @@
+-- pgTAP: schema, SECURITY DEFINER hygiene, and least privilege per role.
+-- Runs in one transaction that is rolled back.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+SELECT plan(65);
+
+-- schema
+SELECT has_schema('payflow');
+SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
+	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys']);
+SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
+SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
+SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
+-- hot tables are built for churn
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70'] FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'outbox leaves room for HOT updates');
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for HOT updates');
+SELECT ok((SELECT bool_or(o LIKE 'autovacuum_vacuum_scale_factor=%') FROM pg_class, unnest(reloptions) o WHERE oid = 'payflow.outbox'::regclass), 'outbox has its own autovacuum settings');
+-- a heartbeat changes no indexed column, so it can be a HOT update
+SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+					   WHERE i.indrelid = 'payflow.steps'::regclass
+						 AND a.attname = 'lease_expires_at'
+						 AND (a.attnum = ANY (i.indkey) OR pg_get_expr(i.indpred, i.indrelid) LIKE '%lease_expires_at%')),
+		  'lease_expires_at is in no index of payflow.steps');
+SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+					   WHERE i.indrelid = 'payflow.outbox'::regclass
+						 AND a.attname IN ('claimed_by', 'claim_expires_at', 'attempts', 'available_at')
+						 AND (a.attnum = ANY (i.indkey) OR pg_get_expr(i.indpred, i.indrelid) ~ a.attname)),
+		  'claims and nacks change no indexed column of payflow.outbox');
+
+-- every public function but two is SECURITY DEFINER with a pinned search_path
+SELECT is(
+	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
+	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'
+		AND NOT (p.prosecdef AND p.proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'])),
+	ARRAY['backoff_delay', 'schedule_purge']::name[],
+	'only backoff_delay (pure) and schedule_purge (runs as the scheduling role) are not SECURITY DEFINER');
+SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'] FROM pg_proc WHERE oid = 'payflow.schedule_purge(text)'::regprocedure),
+		  'schedule_purge pins search_path too');
+SELECT is(
+	(SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
+		AND has_function_privilege('public', p.oid, 'EXECUTE')),
+	0, 'PUBLIC may execute no payflow function');
+SELECT is(
+	(SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
+		AND (has_table_privilege('public', c.oid, 'SELECT') OR has_table_privilege('payflow_app', c.oid, 'SELECT')
+			 OR has_table_privilege('payflow_worker', c.oid, 'SELECT'))),
+	0, 'PUBLIC, app and worker read no payflow table directly');
+SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.api_keys', 'key_hash', 'SELECT'), 'not even the admin reads key hashes');
+
+-- login roles for the role tests
+CREATE ROLE tap_app LOGIN IN ROLE payflow_app;
+CREATE ROLE tap_worker LOGIN IN ROLE payflow_worker;
+CREATE ROLE tap_admin LOGIN IN ROLE payflow_admin;
+CREATE ROLE tap_nobody LOGIN;
+SELECT payflow.submit('tap-pay-1', '{"amount": 1}') AS op \gset
+SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
+
+-- the application: submit, status, history, cancel; nothing else
+SET ROLE tap_app;
+SELECT lives_ok($$SELECT payflow.submit('tap-pay-2', '{"amount": 2}')$$, 'app submits');
+SELECT lives_ok($$SELECT payflow.submit_ref('tap-pay-3', 's3', 'k', 'sha256:' || repeat('0', 64), 1)$$, 'app submits a reference');
+SELECT lives_ok(format($$SELECT payflow.status(%L)$$, :'op'), 'app reads status');
+SELECT lives_ok(format($$SELECT * FROM payflow.history(%L)$$, :'op'), 'app reads history');
+SELECT throws_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'x')$$, :'op'), '42501', NULL, 'app cannot claim steps');
+SELECT throws_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'x', '{}')$$, :'op'), '42501', NULL, 'app cannot complete steps');
+SELECT throws_ok(format($$SELECT payflow.payload_get(%L)$$, :'ref'), '42501', NULL, 'app cannot read payloads');
+SELECT throws_ok($$SELECT * FROM payflow.outbox_claim(10, 'x')$$, '42501', NULL, 'app cannot claim the outbox');
+SELECT throws_ok(format($$SELECT payflow.replay(%L)$$, :'op'), '42501', NULL, 'app cannot replay');
+SELECT throws_ok($$SELECT payflow.purge()$$, '42501', NULL, 'app cannot purge');
+SELECT throws_ok($$SELECT payflow.metrics()$$, '42501', NULL, 'app cannot read metrics');
+SELECT throws_ok($$SELECT payflow.create_api_key('t')$$, '42501', NULL, 'app cannot create API keys');
+SELECT throws_ok($$SELECT * FROM payflow.operations$$, '42501', NULL, 'app cannot read the operations table');
+SELECT throws_ok($$SELECT * FROM payflow.payloads$$, '42501', NULL, 'app cannot read the payloads table');
+SELECT throws_ok($$UPDATE payflow.operations SET status = 'COMPLETED'$$, '42501', NULL, 'app cannot write tables');
+SELECT throws_ok($$SELECT payflow._set_status('pay_x', 'PENDING', 'COMPLETED', '', '')$$, '42501', NULL, 'app cannot call internal helpers');
+RESET ROLE;
+
+-- the worker: steps, outbox, payloads; not submit, not operations
+SET ROLE tap_worker;
+SELECT lives_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'tap-w')$$, :'op'), 'worker claims');
+SELECT lives_ok(format($$SELECT payflow.heartbeat(%L, 'PROCESS_PAYMENT', 'tap-w')$$, :'op'), 'worker heartbeats');
+SELECT lives_ok(format($$SELECT payflow.payload_get(%L)$$, :'ref'), 'worker reads payloads');
+SELECT lives_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'tap-w', '{"tx": 1}')$$, :'op'), 'worker completes');
+SELECT lives_ok($$SELECT * FROM payflow.outbox_claim(1, 'tap-relay')$$, 'worker (relay) claims the outbox');
+SELECT lives_ok($$SELECT payflow.outbox_ack(ARRAY[]::uuid[])$$, 'worker (relay) acks');
+SELECT lives_ok($$SELECT payflow.mark_consumed('tap', gen_random_uuid())$$, 'worker marks events consumed');
+SELECT lives_ok($$SELECT payflow.record_dead_letter('q', 'garbage', '{"code": "bad_json"}')$$, 'worker dead-letters a message');
+SELECT throws_ok($$SELECT payflow.submit('tap-pay-4', '{}')$$, '42501', NULL, 'worker cannot submit');
+SELECT throws_ok(format($$SELECT payflow.cancel(%L)$$, :'op'), '42501', NULL, 'worker cannot cancel');
+SELECT throws_ok(format($$SELECT payflow.replay(%L)$$, :'op'), '42501', NULL, 'worker cannot replay');
+SELECT throws_ok($$SELECT payflow.purge()$$, '42501', NULL, 'worker cannot purge');
+SELECT throws_ok($$SELECT payflow.run_scheduler()$$, '42501', NULL, 'worker cannot run the scheduler');
+SELECT throws_ok($$SELECT * FROM payflow.steps$$, '42501', NULL, 'worker cannot read tables');
+RESET ROLE;
+
+-- the admin: everything through functions, read-only tables, retry tuning
+SET ROLE tap_admin;
+SELECT lives_ok($$SELECT payflow.submit('tap-pay-5', '{}')$$, 'admin submits');
+SELECT lives_ok($$SELECT payflow.metrics()$$, 'admin reads metrics');
+SELECT lives_ok($$SELECT payflow.run_scheduler(10)$$, 'admin runs the scheduler');
+SELECT lives_ok($$SELECT payflow.purge(10)$$, 'admin purges');
+SELECT lives_ok($$SELECT payflow.create_api_key('tenant-x')$$, 'admin creates API keys');
+SELECT lives_ok(format($$SELECT payflow.replay(%L)$$, :'op'), 'admin replays');
+SELECT lives_ok($$SELECT count(*) FROM payflow.operations$$, 'admin reads operations');
+SELECT lives_ok($$SELECT count(*) FROM payflow.dead_letters$$, 'admin reads dead letters');
+SELECT lives_ok($$UPDATE payflow.step_definitions SET max_attempts = 7 WHERE step_name = 'PROCESS_PAYMENT'$$, 'admin tunes retries per step');
+SELECT throws_ok($$UPDATE payflow.step_definitions SET destination = 'evil' WHERE step_name = 'PROCESS_PAYMENT'$$, '42501', NULL, 'admin cannot rewire the pipeline');
+SELECT throws_ok($$SELECT key_hash FROM payflow.api_keys$$, '42501', NULL, 'admin cannot read key hashes');
+SELECT throws_ok($$DELETE FROM payflow.operations$$, '42501', NULL, 'admin cannot delete rows behind payflow''s back');
+SELECT throws_ok($$SET payflow.max_attempts = 1000$$, '42501', NULL, 'policy GUCs are superuser-only');
+RESET ROLE;
+
+-- a role outside payflow gets nothing
+SET ROLE tap_nobody;
+SELECT throws_ok($$SELECT payflow.status('pay_00000000000000000000000000')$$, '42501', NULL, 'outsider cannot call payflow');
+RESET ROLE;
+
+-- search_path hijack: objects planted ahead of pg_catalog in the caller's
+-- path are never used by SECURITY DEFINER functions
+CREATE SCHEMA tap_evil;
+GRANT USAGE, CREATE ON SCHEMA tap_evil TO tap_app;
+SET ROLE tap_app;
+CREATE FUNCTION tap_evil.sha256(bytea) RETURNS bytea LANGUAGE sql AS $$ SELECT '\x00'::bytea $$;
+CREATE FUNCTION tap_evil.length(text) RETURNS integer LANGUAGE sql AS $$ SELECT 0 $$;
+CREATE FUNCTION tap_evil.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$ SELECT 'object'::text $$;
+CREATE TABLE tap_evil.operations (id text);
+SET search_path = tap_evil, pg_temp, public;
+CREATE TEMP TABLE payloads (key text);
+SELECT payflow.submit('tap-hijack', '{"amount": 3}') AS hijack_op \gset
+SELECT throws_ok($$SELECT payflow.submit(repeat('x', 300), '{}')$$, '22001', NULL, 'length checks use pg_catalog.length');
+SELECT throws_ok($$SELECT payflow.submit('tap-arr', '[1]')$$, '22023', NULL, 'type checks use pg_catalog.jsonb_typeof');
+RESET search_path;
+RESET ROLE;
+SELECT is((SELECT checksum FROM payflow.payloads WHERE operation_id = :'hijack_op'),
+		  'sha256:' || encode(pg_catalog.sha256(convert_to('{"amount": 3}', 'UTF8')), 'hex'),
+		  'checksums use pg_catalog.sha256 whatever the caller''s search_path');
+SELECT is((SELECT count(*)::int FROM tap_evil.operations), 0, 'the planted table was never written');
+
+SELECT * FROM finish();
+ROLLBACK;

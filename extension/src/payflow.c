@@ -93,10 +93,12 @@ pf_shmem_startup(void)
 static void
 pf_define_gucs(void)
 {
-	DefineCustomStringVariable("payflow.database_name",
-							   "Sets the database in which the payflow scheduler runs.",
-							   NULL, &payflow_database_name, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/* A PGC_POSTMASTER GUC can only be defined while preloading (FATAL otherwise) */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("payflow.database_name",
+								   "Sets the database in which the payflow scheduler runs.",
+								   NULL, &payflow_database_name, "postgres",
+								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("payflow.scheduler_naptime",
 							"Sets the time between two runs of payflow.run_scheduler() by the background worker.",
 							NULL, &payflow_scheduler_naptime_ms, 1000, 10, 3600 * 1000,

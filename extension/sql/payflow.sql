@@ -94,14 +94,17 @@ VALUES
 	('CREATE_INVOICE', 3, 'INVOICE_PENDING', 'INVOICE_PENDING', 'COMPLETED',
 	 'InvoiceRequested', 'invoice-requests', 'invoiceInput', NULL);
 
+-- Identifiers are compared byte-wise (COLLATE "C"): they are not words,
+-- and locale-aware comparison costs every B-tree descent on the hot path.
+
 -- One row per operation.  Only status/updated_at/current_step/error change
 -- on the hot path and none of them is indexed, so those updates are HOT;
 -- terminal_at and payloads_purged_at change once each.
 CREATE TABLE payflow.operations (
-	id text PRIMARY KEY,
-	tenant text NOT NULL DEFAULT '',
-	payment_id text NOT NULL,
-	idempotency_key text NOT NULL,
+	id text COLLATE "C" PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL DEFAULT '',
+	payment_id text COLLATE "C" NOT NULL,
+	idempotency_key text COLLATE "C" NOT NULL,
 	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
 	correlation_id text,
 	status text NOT NULL DEFAULT 'PENDING',
@@ -123,7 +126,7 @@ CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
 
 -- Every status change: who, when, from, to, why.  Append-only.
 CREATE TABLE payflow.operation_history (
-	operation_id text NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
 	id bigint GENERATED ALWAYS AS IDENTITY,
 	from_status text,
 	to_status text NOT NULL,
@@ -138,8 +141,8 @@ CREATE TABLE payflow.operation_history (
 -- fillfactor leaves room on the page for them.  The partial indexes keep
 -- the scheduler's scans to the rows that can need it.
 CREATE TABLE payflow.steps (
-	operation_id text NOT NULL,
-	step_name text NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
+	step_name text COLLATE "C" NOT NULL,
 	status text NOT NULL DEFAULT 'PENDING'
 		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
 	attempt integer NOT NULL DEFAULT 0,
@@ -172,10 +175,10 @@ CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE status = '
 CREATE TABLE payflow.outbox (
 	event_id uuid PRIMARY KEY,
 	seq bigint GENERATED ALWAYS AS IDENTITY,
-	operation_id text NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
 	event_type text NOT NULL,
 	destination text NOT NULL,
-	message_group_id text NOT NULL,
+	message_group_id text COLLATE "C" NOT NULL,
 	body jsonb NOT NULL,
 	attributes jsonb NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now(),
@@ -208,18 +211,19 @@ CREATE INDEX outbox_published_at_idx ON payflow.outbox_published USING brin (pub
 
 -- The "pg" claim-check store.
 CREATE TABLE payflow.payloads (
-	key text PRIMARY KEY,
-	operation_id text NOT NULL,
+	key text COLLATE "C" PRIMARY KEY,
+	operation_id text COLLATE "C" NOT NULL,
 	checksum text NOT NULL,			-- "sha256:<hex>"
 	size bigint NOT NULL,
 	content bytea NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX payloads_operation_idx ON payflow.payloads (operation_id);
+-- No index on operation_id: every key of an operation starts with
+-- "payments/<id>/", so purge finds them by a range of the primary key.
 
 -- Event ids a consumer has handled (consumer-side de-duplication).
 CREATE TABLE payflow.consumed_events (
-	consumer text NOT NULL,
+	consumer text COLLATE "C" NOT NULL,
 	event_id uuid NOT NULL,
 	consumed_at timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (consumer, event_id)
@@ -404,8 +408,35 @@ BEGIN
 END
 $$;
 
--- Appends an event to the outbox and returns its id.  The body follows
--- DESIGN §2: envelope fields, then the event's own fields (extra).
+-- The message body of an event (DESIGN §2): envelope fields, then the
+-- event's own fields (extra).  SQL functions without SET are inlined.
+CREATE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id text, p_payment_id text,
+									p_correlation_id text, p_event_type text, p_attempt integer,
+									p_extra jsonb)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT jsonb_build_object('eventType', p_event_type,
+							  'eventVersion', 1,
+							  'eventId', p_event_id,
+							  'operationId', p_operation_id,
+							  'paymentId', p_payment_id,
+							  'attempt', p_attempt,
+							  'correlationId', p_correlation_id,
+							  'createdAt', payflow._iso(now())) || p_extra
+$$;
+
+-- SQS message attributes of an event (no NULLs: SQS rejects empty values).
+CREATE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
+	RETURNS jsonb
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	SELECT jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
+												'operationId', p_operation_id,
+												'correlationId', p_correlation_id))
+$$;
+
+-- Appends an event to the outbox and returns its id.
 CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
 							  p_event_type text, p_destination text, p_attempt integer,
 							  p_extra jsonb)
@@ -418,17 +449,9 @@ BEGIN
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 								message_group_id, body, attributes)
 	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, p_payment_id,
-			jsonb_build_object('eventType', p_event_type,
-							   'eventVersion', 1,
-							   'eventId', v_event_id,
-							   'operationId', p_operation_id,
-							   'paymentId', p_payment_id,
-							   'attempt', p_attempt,
-							   'correlationId', p_correlation_id,
-							   'createdAt', payflow._iso(now())) || p_extra,
-			jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
-												 'operationId', p_operation_id,
-												 'correlationId', p_correlation_id)));
+			payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+								p_event_type, p_attempt, p_extra),
+			payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
 	PERFORM payflow._outbox_written();
 	RETURN v_event_id;
 END
@@ -496,7 +519,9 @@ $$;
 
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
--- second waits for the first to commit, then finds its row.
+-- second waits for the first to commit, then finds its row.  One statement
+-- writes all five rows: submit is the hottest path and every statement
+-- costs an executor start-up.
 CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text, p_request_hash bytea,
 										  p_request_ref jsonb, p_content bytea)
@@ -505,22 +530,43 @@ CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key t
 	AS $$
 DECLARE
 	v_id text := payflow._new_operation_id();
-	v_ref jsonb := p_request_ref;
+	v_event_id uuid := gen_random_uuid();
+	v_ref jsonb := coalesce(p_request_ref,
+							jsonb_build_object('store', 'pg',
+											   'key', 'payments/' || v_id || '/request.json',
+											   'checksum', payflow._checksum(p_content),
+											   'size', octet_length(p_content)));
+	v_created text;
 	v_existing payflow.operations;
 BEGIN
-	IF v_ref IS NULL THEN
-		v_ref := jsonb_build_object('store', 'pg',
-									'key', 'payments/' || v_id || '/request.json',
-									'checksum', payflow._checksum(p_content),
-									'size', octet_length(p_content));
-	END IF;
+	WITH op AS (
+		INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash,
+										correlation_id, request_ref)
+		VALUES (v_id, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref)
+		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
+		RETURNING id
+	), payload AS (
+		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
+		  FROM op WHERE p_content IS NOT NULL
+	), step AS (
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		SELECT op.id, 'PROCESS_PAYMENT', v_ref, now() FROM op
+	), history AS (
+		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+		SELECT op.id, NULL, 'PENDING', 'submitted', session_user FROM op
+	), event AS (
+		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+									message_group_id, body, attributes)
+		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', p_payment_id,
+			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
+								   'PaymentRequested', 1, jsonb_build_object('payload', v_ref)),
+			   payflow._event_attributes(op.id, p_correlation_id, 'PaymentRequested')
+		  FROM op
+	)
+	SELECT id INTO v_created FROM op;
 
-	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash,
-									correlation_id, request_ref)
-	VALUES (v_id, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref)
-	ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING;
-
-	IF NOT FOUND THEN
+	IF v_created IS NULL THEN
 		SELECT * INTO v_existing FROM payflow.operations
 		 WHERE tenant = '' AND idempotency_key = p_idempotency_key;
 		IF v_existing.request_hash <> p_request_hash THEN
@@ -531,17 +577,7 @@ BEGIN
 		END IF;
 		RETURN v_existing.id;
 	END IF;
-
-	IF p_content IS NOT NULL THEN
-		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
-		VALUES (v_ref ->> 'key', v_id, v_ref ->> 'checksum', octet_length(p_content), p_content);
-	END IF;
-	INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-	VALUES (v_id, 'PROCESS_PAYMENT', v_ref, now());
-	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-	VALUES (v_id, NULL, 'PENDING', 'submitted', session_user);
-	PERFORM payflow._emit(v_id, p_payment_id, p_correlation_id, 'PaymentRequested',
-						  'payment-requests', 1, jsonb_build_object('payload', v_ref));
+	PERFORM payflow._outbox_written();
 	RETURN v_id;
 END
 $$;
@@ -1148,7 +1184,7 @@ BEGIN
 	END IF;
 	RETURN QUERY
 		WITH candidates AS (
-			SELECT c.seq
+			SELECT c.ctid
 			  FROM payflow.outbox c
 			 WHERE c.available_at <= now()
 			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
@@ -1163,7 +1199,7 @@ BEGIN
 			   claim_expires_at = now() + make_interval(secs => lease_seconds),
 			   attempts = u.attempts + 1
 		  FROM candidates
-		 WHERE u.seq = candidates.seq
+		 WHERE u.ctid = candidates.ctid
 		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
 				  u.body::text, u.attributes;
 END
@@ -1193,12 +1229,13 @@ BEGIN
 		 WHERE o.event_id = ANY (event_ids)
 		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
 	), ids AS (
-		SELECT * FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
+		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
+		  FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
+		 ORDER BY m.event_id
 	)
 	INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, message_id)
-	SELECT a.event_id, a.operation_id, a.event_type, a.destination,
-		   (SELECT i.message_id FROM ids i WHERE i.event_id = a.event_id LIMIT 1)
-	  FROM acked a;
+	SELECT a.event_id, a.operation_id, a.event_type, a.destination, i.message_id
+	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id;
 	GET DIAGNOSTICS v_count = ROW_COUNT;
 	RETURN v_count;
 END
@@ -1406,7 +1443,8 @@ BEGIN
 	), marked AS (
 		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
 	)
-	DELETE FROM payflow.payloads p USING ops WHERE p.operation_id = ops.id;
+	DELETE FROM payflow.payloads p USING ops
+	 WHERE p.key >= 'payments/' || ops.id || '/' AND p.key < 'payments/' || ops.id || '0';
 	GET DIAGNOSTICS v_payloads = ROW_COUNT;
 
 	WITH ops AS (
@@ -1422,7 +1460,9 @@ BEGIN
 	), del_history AS (
 		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
 	), del_payloads AS (
-		DELETE FROM payflow.payloads c USING ops WHERE c.operation_id = ops.id
+		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
+		DELETE FROM payflow.payloads c USING ops
+		 WHERE c.key >= 'payments/' || ops.id || '/' AND c.key < 'payments/' || ops.id || '0'
 	), del_dead AS (
 		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
 	)

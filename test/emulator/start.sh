@@ -36,7 +36,7 @@ mkdir -p "$run_dir"
 # One start or stop at a time per run dir: parallel test setups must not
 # both decide the stack is down and race for the ports.
 exec 8>"$run_dir/.lock"
-flock 8
+flock -w 120 8 || emulator_die "$run_dir is locked by another start or stop for over 120s"
 
 port_in_use()
 {
@@ -45,13 +45,15 @@ port_in_use()
 }
 
 # Launch a program detached from the caller: its own log, stdin from
-# /dev/null, so `$(start.sh)` does not wait on an inherited pipe.
+# /dev/null, so `$(start.sh)` does not wait on an inherited pipe, and without
+# the lock's descriptor, which would otherwise keep the run dir locked for
+# as long as the program lives and deadlock the next stop.sh.
 launch()
 {
 	local name=$1 program=$2
 
 	printf '\n--- %s start %s\n' "$name" "$(date -u +%FT%TZ)" >>"$run_dir/$name.log"
-	nohup node "$emulator_dir/$program" </dev/null >>"$run_dir/$name.log" 2>&1 &
+	nohup node "$emulator_dir/$program" </dev/null >>"$run_dir/$name.log" 2>&1 8>&- &
 	printf '%s\n' "$!" >"$run_dir/$name.pid"
 }
 

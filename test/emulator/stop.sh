@@ -17,7 +17,9 @@ stop_timeout=${PAYFLOW_EMULATOR_STOP_TIMEOUT:-10}
 # start.sh calls this while holding the lock itself.
 if [ "${PAYFLOW_EMULATOR_LOCK_HELD:-0}" != 1 ]; then
 	exec 8>"$run_dir/.lock"
-	flock 8
+	# Stopping must not hang on a lock something else forgot to release:
+	# wait a while for a start in progress, then go ahead.
+	flock -w 30 8 || emulator_log "run dir still locked after 30s; stopping anyway"
 fi
 
 stop_one()

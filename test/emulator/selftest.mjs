@@ -376,10 +376,13 @@ checks["s3: UNSIGNED-PAYLOAD and presigned URLs are accepted; a forged or expire
 	assert.equal(put.status, 200, put.body);
 
 	const signer = new SignatureV4({ credentials: goodCredentials, region, service: "s3", sha256: Sha256, uriEscapePath: false });
+	// As the S3 presigner does: the payload hash is UNSIGNED-PAYLOAD, named
+	// in a header that is neither signed nor moved into the query.
+	const unsigned = new Set(["x-amz-content-sha256"]);
 	const presign = (signingDate) => signer.presign({
 		method: "GET", protocol: "http:", hostname: host, port, path: `/${bucket}/${key}`, query: {},
-		headers: { host: `${host}:${port}` },
-	}, { expiresIn: 300, signingDate });
+		headers: { host: `${host}:${port}`, "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+	}, { expiresIn: 300, signingDate, unsignableHeaders: unsigned, unhoistableHeaders: unsigned });
 	const url = await presign(new Date());
 	const got = await send({ method: "GET", path: `${url.path}?${queryString(url.query)}`, headers: {} });
 	assert.equal(got.status, 200, got.body);

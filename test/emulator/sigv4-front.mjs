@@ -136,8 +136,10 @@ function s3Rejection(status, code, message, fields = {}) {
 	return { kind: "signature", message, s3: { status, code, message, fields } };
 }
 
+const XML_ENTITIES = { "<": "&lt;", ">": "&gt;", "&": "&amp;", "'": "&apos;", '"': "&quot;" };
+
 function xmlEscape(text) {
-	return String(text).replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
+	return String(text).replace(/[<>&'"]/g, (c) => XML_ENTITIES[c]);
 }
 
 function sendRejection(ctx, error) {

@@ -49,6 +49,26 @@ const app = buildApp({
 	stores: { sqsStore, snsStore: new SnsStore(), s3Store: new S3Store() },
 });
 
+// fauxqs picks a body parser by content type alone, so an S3 object sent as
+// application/x-www-form-urlencoded or application/x-amz-json-1.0 (libcurl's
+// default for a request with a body is the former) is parsed as an SNS or SQS
+// call and the PUT fails with 500. SQS and SNS calls only ever go to "/":
+// elsewhere the body is read raw and the object keeps its content type.
+const RPC_CONTENT_TYPES = /^application\/(x-www-form-urlencoded|x-amz-json-1\.0)\b/i;
+const s3ContentTypes = new WeakMap();
+app.addHook("onRequest", async (request) => {
+	const type = request.headers["content-type"];
+	if (type && RPC_CONTENT_TYPES.test(type) && request.url.split("?")[0] !== "/") {
+		s3ContentTypes.set(request.raw, type);
+		request.headers["content-type"] = "application/octet-stream";
+	}
+});
+app.addHook("preHandler", async (request) => {
+	const type = s3ContentTypes.get(request.raw);
+	if (type !== undefined)
+		request.headers["content-type"] = type;
+});
+
 await app.listen({ host: config.host, port: config.backendPort });
 console.error(`fauxqs: listening on http://${config.host}:${config.backendPort}`);
 

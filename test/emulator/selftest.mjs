@@ -1,6 +1,6 @@
 // The checks behind selftest.sh, run against a stack it started and whose
-// env.sh it sourced. Each check is independent of the others' order except
-// where noted; the last line reads "selftest: N passed, M failed".
+// env.sh it sourced. A check leaves the queues it used empty, so the order
+// does not matter; the last line reads "selftest: N passed, M failed".
 //
 // Usage: node selftest.mjs [all|restart]
 //   restart: the short set run after a stop/start cycle.
@@ -475,6 +475,46 @@ checks["cli: sqs-read prints JSON lines with FIFO ids and --delete empties; sqs-
 	const all = await run("node", [join(here, "sqs-count.mjs")]);
 	const everyQueue = all.stdout.trim().split("\n").map((line) => JSON.parse(line).queueUrl);
 	assert.equal(everyQueue.length, 16, "4 names x (standard, FIFO) x (queue, DLQ)");
+};
+
+// libcurl's own SigV4 (CURLOPT_AWS_SIGV4), which payflow's C workers may
+// build on, must pass the front as the SDK's does.
+checks["curl: requests signed by libcurl's --aws-sigv4 pass the front"] = async () => {
+	try {
+		await run("curl", ["--version"]);
+	} catch {
+		console.log("# curl not installed: libcurl cross-check skipped");
+		return;
+	}
+	const user = `${goodCredentials.accessKeyId}:${goodCredentials.secretAccessKey}`;
+	const queueUrl = queues["payment-requests"];
+	const sent = await run("curl", [
+		"-sS", "--fail-with-body", "--aws-sigv4", `aws:amz:${region}:sqs`, "--user", user,
+		"-H", "Content-Type: application/x-amz-json-1.0", "-H", "X-Amz-Target: AmazonSQS.SendMessage",
+		"--data", JSON.stringify({ QueueUrl: queueUrl, MessageBody: "from libcurl" }), `${endpoint}/`,
+	]);
+	const { MessageId } = JSON.parse(sent.stdout);
+	const [message] = await receive(queueUrl, { VisibilityTimeout: 30 });
+	assert.equal(message.MessageId, MessageId);
+	assert.equal(message.Body, "from libcurl");
+	await sqs.send(new sqsSdk.DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle }));
+
+	// S3 wants x-amz-content-sha256 on every request, and libcurl 7.88 adds
+	// none: a C client sets it itself (as it must for real S3).
+	const key = `payloads/${randomUUID()}.json`;
+	const body = JSON.stringify({ from: "libcurl" });
+	await run("curl", [
+		"-sS", "--fail-with-body", "--aws-sigv4", `aws:amz:${region}:s3`, "--user", user,
+		"-H", `x-amz-content-sha256: ${sha256Hex(body)}`, "-X", "PUT", "--data-binary", body, `${endpoint}/${bucket}/${key}`,
+	]);
+	const got = await run("curl", [
+		"-sS", "--fail-with-body", "--aws-sigv4", `aws:amz:${region}:s3`, "--user", user,
+		"-H", `x-amz-content-sha256: ${sha256Hex("")}`, `${endpoint}/${bucket}/${key}`,
+	]);
+	assert.equal(got.stdout, body);
+	// curl sent it as a form, which fauxqs alone would have parsed as SNS.
+	const head = await s3.send(new s3Sdk.HeadObjectCommand({ Bucket: bucket, Key: key }));
+	assert.equal(head.ContentType, "application/x-www-form-urlencoded");
 };
 
 checks["restart: queues are back, at the same URLs, empty and working"] = async () => {

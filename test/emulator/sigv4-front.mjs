@@ -47,7 +47,8 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "up
 
 const credentials = { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey };
 const signers = new Map();
-const upstreamAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+// No socket cap: every worker's long poll holds an upstream connection.
+const upstreamAgent = new http.Agent({ keepAlive: true });
 
 function signerFor(service) {
 	let signer = signers.get(service);

@@ -34,7 +34,6 @@ const MAX_PRESIGNED_EXPIRES = 7 * 24 * 3600;
 // SQS bodies are read whole (their hash is part of the signature); SQS caps a
 // request at 1 MiB of messages, so this leaves room for JSON overhead.
 const MAX_BUFFERED_BODY = 4 * 1024 * 1024;
-const EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 const S3_PAYLOAD_KEYWORDS = new Set([
 	"UNSIGNED-PAYLOAD",
 	"STREAMING-UNSIGNED-PAYLOAD-TRAILER",
@@ -562,7 +561,7 @@ async function authenticate(ctx, body) {
 		}
 	} else {
 		// SQS hashes what arrived, whatever a signed x-amz-content-sha256 says.
-		payloadHash = body.length === 0 ? EMPTY_SHA256 : sha256Hex(body);
+		payloadHash = sha256Hex(body);
 	}
 
 	const signedHeaderValues = {};

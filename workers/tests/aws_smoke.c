@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "payflow/aws_client.h"
 #include "payflow/aws_credentials.h"
@@ -116,7 +118,7 @@ drain(stack *st, const char *url, int want, int expect_receive_count, const char
 		pf_sqs_receive_options opts = {10, 1, 30};
 		pf_sqs_messages msgs;
 		pf_sqs_receipt_entry del[10];
-		char		ids[10][8];
+		char		ids[10][16];
 		pf_sqs_batch_result res;
 
 		if (!CHECK(pf_sqs_receive_message(st->sqs, url, &opts, &msgs, &err) == PF_OK))
@@ -157,19 +159,24 @@ drain(stack *st, const char *url, int want, int expect_receive_count, const char
 	return got;
 }
 
+/* FIFO deduplication lasts five minutes: ids must differ between runs */
+static char dedup_ids[1000][48];
+
 static void
 make_entries(pf_sqs_send_entry *entries, char bodies[][64], char ids[][16], int base, int n,
 			 const pf_sqs_attribute *attr)
 {
 	for (int i = 0; i < n; i++)
 	{
+		snprintf(dedup_ids[(base + i) % 1000], sizeof(dedup_ids[0]), "%ld-%d-%d", (long) time(NULL),
+				 (int) getpid(), base + i);
 		snprintf(bodies[i], 64, "{\"n\":%d}", base + i);
 		snprintf(ids[i], 16, "e%d", base + i);
 		memset(&entries[i], 0, sizeof(entries[i]));
 		entries[i].id = ids[i];
 		entries[i].body = bodies[i];
 		entries[i].group_id = "payment-12345";
-		entries[i].dedup_id = ids[i];
+		entries[i].dedup_id = dedup_ids[(base + i) % 1000];
 		entries[i].attributes = attr;
 		entries[i].n_attributes = attr ? 1 : 0;
 	}
@@ -237,7 +244,12 @@ test_sqs(stack *st, const char *url, const char *fifo_url)
 		show("SendMessageBatch fifo", &err);
 	CHECK(pf_sqs_send_message_batch(st->sqs, fifo_url, entries, 1, &res, &err) == PF_OK);
 	pf_sqs_batch_result_free(&res);
-	CHECK(drain(st, fifo_url, 4, 1, NULL) == 3);
+	{
+		int			got = drain(st, fifo_url, 4, 1, NULL);
+
+		if (!CHECK(got == 3))
+			fprintf(stderr, "  fifo: received %d\n", got);
+	}
 	entries[0].group_id = NULL;
 	CHECK(pf_sqs_send_message_batch(st->sqs, fifo_url, entries, 1, &res, &err) == PF_ERR_INVALID);
 
@@ -389,8 +401,13 @@ main(void)
 	test_sqs(&st, url, fifo_url);
 	test_async_batches(&st, url);
 	test_s3(&st);
-	stack_close(&st);
-	test_bad_signature(url);
+	{
+		char	   *saved = strdup(url);	/* the configuration goes with the stack */
+
+		stack_close(&st);
+		test_bad_signature(saved);
+		free(saved);
+	}
 	pf_queue_map_free(&fifo);
 
 	printf("aws_smoke: %d passed, %d failed\n", passed, failed);

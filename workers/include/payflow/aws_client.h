@@ -78,7 +78,7 @@ pf_result	pf_aws_start(pf_aws_client *client, pf_aws_call *call);
 pf_aws_call *pf_aws_wait(pf_aws_client *client, int timeout_ms, int extra_fd);
 int			pf_aws_pending(const pf_aws_client *client);
 
-/* Start call and wait for it alone; returns call->error.result. */
+/* Wait for call alone (starting it first unless already started); returns call->error.result. */
 pf_result	pf_aws_perform(pf_aws_client *client, pf_aws_call *call);
 
 /* Would AWS's own SDKs retry this? (status 0 means no response arrived) */

@@ -324,6 +324,8 @@ pf_aws_start(pf_aws_client *client, pf_aws_call *call)
 {
 	pf_result	r;
 
+	if (call->active)
+		abort();				/* started twice: its transfer would be freed in flight */
 	call->attempts = 0;
 	call->active = true;
 	client->pending++;
@@ -445,7 +447,8 @@ pf_aws_pending(const pf_aws_client *client)
 pf_result
 pf_aws_perform(pf_aws_client *client, pf_aws_call *call)
 {
-	pf_aws_start(client, call);
+	if (!call->active)
+		pf_aws_start(client, call);
 	while (call->active)
 	{
 		if (wait_for(client, call, -1, -1) == call)

@@ -1,0 +1,332 @@
+/*
+ * pg.c
+ *		Reconnecting libpq connection and retried parameterised statements.
+ */
+#include "payflow/pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "payflow/backoff.h"
+#include "payflow/buf.h"
+#include "payflow/log.h"
+
+#define MAX_CHANNELS 8
+
+struct pf_pg
+{
+	char	   *conninfo;
+	pf_pg_options opt;
+	char	   *application_name;
+	PGconn	   *conn;
+	int			connect_failures;	/* consecutive, for the back-off */
+	int			n_channels;
+	char	   *channels[MAX_CHANNELS];
+};
+
+pf_pg *
+pf_pg_create(const char *conninfo, const pf_pg_options *options)
+{
+	pf_pg	   *pg = pf_calloc(1, sizeof(*pg));
+
+	pg->conninfo = pf_strdup(conninfo);
+	if (options)
+		pg->opt = *options;
+	pg->application_name = pf_strdup(pg->opt.application_name ? pg->opt.application_name : "payflow");
+	if (pg->opt.connect_timeout_s <= 0)
+		pg->opt.connect_timeout_s = 10;
+	if (pg->opt.max_attempts <= 0)
+		pg->opt.max_attempts = 5;
+	if (pg->opt.backoff_base_ms <= 0)
+		pg->opt.backoff_base_ms = 100;
+	if (pg->opt.backoff_cap_ms <= 0)
+		pg->opt.backoff_cap_ms = 10000;
+	return pg;
+}
+
+void
+pf_pg_destroy(pf_pg *pg)
+{
+	if (pg == NULL)
+		return;
+	pf_pg_disconnect(pg);
+	for (int i = 0; i < pg->n_channels; i++)
+		free(pg->channels[i]);
+	free(pg->conninfo);
+	free(pg->application_name);
+	free(pg);
+}
+
+void
+pf_pg_disconnect(pf_pg *pg)
+{
+	if (pg->conn)
+		PQfinish(pg->conn);
+	pg->conn = NULL;
+}
+
+PGconn *
+pf_pg_conn(pf_pg *pg)
+{
+	return pg->conn;
+}
+
+static bool
+stopping(const pf_pg *pg)
+{
+	return pg->opt.stop != NULL && *pg->opt.stop != 0;
+}
+
+bool
+pf_pg_sqlstate_retryable(const char *sqlstate)
+{
+	if (sqlstate == NULL || strlen(sqlstate) != 5)
+		return true;			/* no SQLSTATE: the connection broke */
+	return strncmp(sqlstate, "40", 2) == 0 ||	/* transaction rollback */
+		strncmp(sqlstate, "08", 2) == 0 ||	/* connection exception */
+		strcmp(sqlstate, "55P03") == 0 ||	/* lock_not_available */
+		strcmp(sqlstate, "57014") == 0 ||	/* query_canceled */
+		strcmp(sqlstate, "57P01") == 0 ||	/* admin_shutdown */
+		strcmp(sqlstate, "57P02") == 0 ||	/* crash_shutdown */
+		strcmp(sqlstate, "57P03") == 0 ||	/* cannot_connect_now */
+		strcmp(sqlstate, "53300") == 0; /* too_many_connections */
+}
+
+pf_result
+pf_pg_sqlstate_result(const char *sqlstate)
+{
+	if (sqlstate == NULL || pf_pg_sqlstate_retryable(sqlstate))
+		return PF_ERR_TRANSIENT;
+	if (strcmp(sqlstate, "PF005") == 0)
+		return PF_ERR_CHECKSUM;
+	if (strcmp(sqlstate, "PF003") == 0 || strcmp(sqlstate, "P0002") == 0)
+		return PF_ERR_NOT_FOUND;
+	return PF_ERR_FINAL;
+}
+
+static pf_result
+exec_setup(pf_pg *pg, pf_error *err)
+{
+	if (pg->opt.statement_timeout_ms > 0)
+	{
+		char		value[32];
+		const char *values[1] = {value};
+		PGresult   *res;
+
+		snprintf(value, sizeof(value), "%d", pg->opt.statement_timeout_ms);
+		res = PQexecParams(pg->conn, "SELECT pg_catalog.set_config('statement_timeout', $1, false)",
+						   1, NULL, values, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			pf_error_set(err, PF_ERR_TRANSIENT, PQresultErrorField(res, PG_DIAG_SQLSTATE),
+						 "setting statement_timeout: %s", PQerrorMessage(pg->conn));
+			PQclear(res);
+			return PF_ERR_TRANSIENT;
+		}
+		PQclear(res);
+	}
+	for (int i = 0; i < pg->n_channels; i++)
+	{
+		/* LISTEN takes no parameters; the channel is a quoted identifier */
+		char	   *ident = PQescapeIdentifier(pg->conn, pg->channels[i], strlen(pg->channels[i]));
+		pf_buf		sql = PF_BUF_INIT;
+		PGresult   *res;
+		bool		ok;
+
+		if (ident == NULL)
+			return pf_error_set(err, PF_ERR_TRANSIENT, "08000", "escaping a channel name failed");
+		pf_buf_appendf(&sql, "LISTEN %s", ident);
+		PQfreemem(ident);
+		res = PQexec(pg->conn, sql.data);
+		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+		pf_buf_free(&sql);
+		if (!ok)
+			return pf_error_set(err, PF_ERR_TRANSIENT, "08000", "LISTEN failed: %s", PQerrorMessage(pg->conn));
+	}
+	return PF_OK;
+}
+
+/* One connection attempt. */
+static pf_result
+connect_once(pf_pg *pg, pf_error *err)
+{
+	char		timeout[16];
+	/* ours first, so the same settings in the connection string win */
+	const char *keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
+	"keepalives_interval", "keepalives_count", "dbname", NULL};
+	const char *values[] = {timeout, pg->application_name, "1", "30", "10", "3", pg->conninfo, NULL};
+
+	snprintf(timeout, sizeof(timeout), "%d", pg->opt.connect_timeout_s);
+	pf_pg_disconnect(pg);
+	pg->conn = PQconnectdbParams(keywords, values, 1);
+	if (pg->conn == NULL || PQstatus(pg->conn) != CONNECTION_OK)
+	{
+		char		msg[400];
+
+		snprintf(msg, sizeof(msg), "%s", pg->conn ? PQerrorMessage(pg->conn) : "out of memory");
+		msg[strcspn(msg, "\n")] = '\0';
+		pf_pg_disconnect(pg);
+		return pf_error_set(err, PF_ERR_TRANSIENT, "08001", "cannot connect to PostgreSQL: %s", msg);
+	}
+	if (exec_setup(pg, err) != PF_OK)
+	{
+		pf_pg_disconnect(pg);
+		return PF_ERR_TRANSIENT;
+	}
+	return PF_OK;
+}
+
+pf_result
+pf_pg_connect(pf_pg *pg, pf_error *err)
+{
+	while (pg->conn == NULL || PQstatus(pg->conn) != CONNECTION_OK)
+	{
+		if (stopping(pg))
+			return pf_error_set(err, PF_ERR_TRANSIENT, "57P01", "shutting down");
+		if (connect_once(pg, err) == PF_OK)
+		{
+			if (pg->connect_failures > 0)
+				pf_log_info(NULL, "connected to PostgreSQL after %d failed attempt(s)", pg->connect_failures);
+			pg->connect_failures = 0;
+			break;
+		}
+		pf_log_warn(NULL, "%s", err ? err->message : "cannot connect to PostgreSQL");
+		pf_sleep_ms(pf_backoff_ms(pg->connect_failures++, pg->opt.backoff_base_ms, pg->opt.backoff_cap_ms));
+	}
+	return PF_OK;
+}
+
+pf_result
+pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *values, const int *lengths,
+				  const int *formats, int result_format, PGresult **result, pf_error *err)
+{
+	pf_error	last;
+
+	if (result)
+		*result = NULL;
+	pf_error_set(&last, PF_ERR_TRANSIENT, "08006", "no attempt made");
+	for (int attempt = 0; attempt < pg->opt.max_attempts; attempt++)
+	{
+		PGresult   *res;
+		ExecStatusType st;
+		const char *sqlstate;
+
+		if (attempt > 0)
+			pf_sleep_ms(pf_backoff_ms(attempt - 1, pg->opt.backoff_base_ms, pg->opt.backoff_cap_ms));
+		if (stopping(pg))
+			break;
+		if (pg->conn == NULL || PQstatus(pg->conn) != CONNECTION_OK)
+		{
+			if (connect_once(pg, &last) != PF_OK)
+			{
+				pf_log_warn(NULL, "%s", last.message);
+				continue;
+			}
+		}
+
+		res = PQexecParams(pg->conn, sql, nparams, NULL, values, lengths, formats, result_format);
+		st = PQresultStatus(res);
+		if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+		{
+			if (result)
+				*result = res;
+			else
+				PQclear(res);
+			pf_error_clear(err);
+			return PF_OK;
+		}
+
+		sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		{
+			const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+			char		msg[400];
+
+			snprintf(msg, sizeof(msg), "%s", primary ? primary : PQerrorMessage(pg->conn));
+			msg[strcspn(msg, "\n")] = '\0';
+			pf_error_set(&last, PF_ERR_TRANSIENT, sqlstate ? sqlstate : "08006", "%s", msg);
+		}
+		PQclear(res);
+
+		if (PQstatus(pg->conn) != CONNECTION_OK)
+		{
+			/* lost mid-statement: it may or may not have run; it is idempotent */
+			pf_log_warn(NULL, "PostgreSQL connection lost: %s", last.message);
+			pf_pg_disconnect(pg);
+			continue;
+		}
+		if (!pf_pg_sqlstate_retryable(sqlstate))
+		{
+			last.result = pf_pg_sqlstate_result(sqlstate);
+			if (err)
+				*err = last;
+			return last.result;
+		}
+		pf_log_debug(NULL, "statement failed with %s, retrying: %s", last.code, last.message);
+	}
+	if (stopping(pg) && last.message[0] == '\0')
+		pf_error_set(&last, PF_ERR_TRANSIENT, "57P01", "shutting down");
+	last.result = PF_ERR_TRANSIENT;
+	if (err)
+		*err = last;
+	return PF_ERR_TRANSIENT;
+}
+
+pf_result
+pf_pg_exec(pf_pg *pg, const char *sql, int nparams, const char *const *values, PGresult **result,
+		   pf_error *err)
+{
+	return pf_pg_exec_params(pg, sql, nparams, values, NULL, NULL, 0, result, err);
+}
+
+pf_result
+pf_pg_listen(pf_pg *pg, const char *channel, pf_error *err)
+{
+	bool		known = false;
+
+	for (int i = 0; i < pg->n_channels; i++)
+		known = known || strcmp(pg->channels[i], channel) == 0;
+	if (!known)
+	{
+		if (pg->n_channels == MAX_CHANNELS)
+			return pf_error_set(err, PF_ERR_INVALID, "54000", "too many LISTEN channels");
+		pg->channels[pg->n_channels++] = pf_strdup(channel);
+	}
+	/* connecting runs every LISTEN; when connected, run them again now */
+	if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
+	{
+		if (exec_setup(pg, err) == PF_OK)
+			return PF_OK;
+		pf_pg_disconnect(pg);
+	}
+	return pf_pg_connect(pg, err);
+}
+
+int
+pf_pg_socket(pf_pg *pg)
+{
+	return pg->conn ? PQsocket(pg->conn) : -1;
+}
+
+pf_result
+pf_pg_take_notifications(pf_pg *pg, int *count, pf_error *err)
+{
+	PGnotify   *n;
+
+	*count = 0;
+	if (pg->conn == NULL)
+		return pf_error_set(err, PF_ERR_TRANSIENT, "08003", "not connected");
+	if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
+	{
+		pf_error_set(err, PF_ERR_TRANSIENT, "08006", "PostgreSQL connection lost: %s", PQerrorMessage(pg->conn));
+		pf_pg_disconnect(pg);
+		return PF_ERR_TRANSIENT;
+	}
+	while ((n = PQnotifies(pg->conn)) != NULL)
+	{
+		(*count)++;
+		PQfreemem(n);
+	}
+	return PF_OK;
+}

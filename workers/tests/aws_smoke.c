@@ -457,6 +457,14 @@ main(void)
 	test_s3(&st);
 	test_s3_store(&st);
 	{
+		long		requests,
+					connections;
+
+		pf_http_stats(pf_aws_client_http(st.aws), &requests, &connections);
+		printf("aws_smoke: %ld HTTP requests over %ld connections\n", requests, connections);
+		CHECK(connections < requests / 10);	/* kept alive and reused */
+	}
+	{
 		char	   *saved = strdup(url);	/* the configuration goes with the stack */
 
 		stack_close(&st);

@@ -402,6 +402,51 @@ test_pg_unreachable(void)
 	pf_pg_destroy(pg);
 }
 
+/* pf_aws_wait watches a caller's fd (a relay's LISTEN socket) even with no call pending. */
+static void
+test_aws_wait_extra_fd(void)
+{
+	pf_config	cfg;
+	pf_error	err;
+	pf_aws_credentials_provider *creds;
+	pf_aws_client *aws;
+	int			fds[2];
+	int64_t		t0;
+	pid_t		child;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.aws_access_key_id = "AKIDTEST";
+	cfg.aws_secret_access_key = "secret-test-abcdef";
+	cfg.aws_region = "us-east-1";
+	cfg.aws_max_attempts = 2;
+	creds = pf_aws_credentials_provider_create(&cfg, &err);
+	aws = pf_aws_client_create(&cfg, creds);
+	if (!CHECK(pipe(fds) == 0))
+		return;
+
+	t0 = pf_now_ms();
+	CHECK(pf_aws_wait(aws, 300, fds[0]) == NULL);
+	CHECK(pf_now_ms() - t0 >= 250);	/* waited for the time-out */
+
+	child = fork();
+	if (child == 0)
+	{
+		usleep(200000);
+		if (write(fds[1], "x", 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	t0 = pf_now_ms();
+	CHECK(pf_aws_wait(aws, 5000, fds[0]) == NULL);
+	CHECK(pf_now_ms() - t0 < 2000);	/* woken by the fd, not the time-out */
+	waitpid(child, NULL, 0);
+	CHECK(pf_aws_wait(aws, 1000, -1) == NULL);	/* nothing pending, no fd: at once */
+	close(fds[0]);
+	close(fds[1]);
+	pf_aws_client_destroy(aws);
+	pf_aws_credentials_provider_destroy(creds);
+}
+
 int
 main(void)
 {
@@ -415,5 +460,6 @@ main(void)
 	test_error_classification();
 	test_backoff();
 	test_pg_unreachable();
+	test_aws_wait_extra_fd();
 	return unit_finish("test_clients");
 }

@@ -362,9 +362,14 @@ test_secrets_never_logged(void)
 	}
 	free(logged);
 
-	fields = json_dumps(pf_config_to_json(&cfg), JSON_COMPACT);
-	CHECK(strstr(fields, SECRET_KEY) == NULL);
-	free(fields);
+	{
+		json_t	   *j = pf_config_to_json(&cfg);
+
+		fields = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
+		CHECK(strstr(fields, SECRET_KEY) == NULL);
+		free(fields);
+	}
 	pf_config_free(&cfg);
 
 	/* an invalid secret is named but never echoed */

@@ -61,6 +61,8 @@ struct pf_aws_call
 pf_aws_client *pf_aws_client_create(const pf_config *cfg, pf_aws_credentials_provider *credentials);
 void		pf_aws_client_destroy(pf_aws_client *client);
 const char *pf_aws_client_region(const pf_aws_client *client);
+/* The client's HTTP transfer set (for its statistics). */
+pf_http    *pf_aws_client_http(pf_aws_client *client);
 
 /* The body is copied. */
 void		pf_aws_call_init(pf_aws_call *call, const char *service, const char *method, const char *url,
@@ -73,7 +75,8 @@ pf_result	pf_aws_start(pf_aws_client *client, pf_aws_call *call);
 /*
  * The next call that is finished (succeeded, or failed for good), waiting up
  * to timeout_ms (-1: as long as calls are pending). NULL on time-out, when
- * nothing is pending, or when extra_fd (if >= 0) became readable.
+ * nothing is pending and extra_fd < 0, or when extra_fd (if >= 0) became
+ * readable: a relay waits on its LISTEN socket and its batches at once.
  */
 pf_aws_call *pf_aws_wait(pf_aws_client *client, int timeout_ms, int extra_fd);
 int			pf_aws_pending(const pf_aws_client *client);

@@ -81,6 +81,8 @@ pf_result	pf_http_perform(pf_http *http, pf_http_request *req, pf_error *err);
 /* Abandon a request in flight (shutdown, a caller that gave up). */
 void		pf_http_cancel(pf_http *http, pf_http_request *req);
 int			pf_http_in_flight(const pf_http *http);
+/* Requests completed and new connections they opened: reuse is their ratio. */
+void		pf_http_stats(const pf_http *http, long *requests, long *connections);
 
 /* A response header's value (case-insensitive name, trimmed); false if absent. */
 bool		pf_http_response_header(const pf_http_request *req, const char *name,

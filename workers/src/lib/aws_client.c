@@ -60,6 +60,12 @@ pf_aws_client_destroy(pf_aws_client *client)
 	free(client);
 }
 
+pf_http *
+pf_aws_client_http(pf_aws_client *client)
+{
+	return client->http;
+}
+
 const char *
 pf_aws_client_region(const pf_aws_client *client)
 {
@@ -405,7 +411,7 @@ wait_for(pf_aws_client *client, pf_aws_call *want, int timeout_ms, int extra_fd)
 		until_retry = start_due_retries(client);
 		if ((c = pop_done(client, want)) != NULL)
 			return c;
-		if (client->pending == 0 || (want && !want->active))
+		if ((client->pending == 0 && extra_fd < 0) || (want && !want->active))
 			return NULL;
 
 		wait_ms = until_retry >= 0 ? until_retry : 1000;

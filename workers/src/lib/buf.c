@@ -126,10 +126,14 @@ void
 pf_buf_vappendf(pf_buf *buf, const char *fmt, va_list ap)
 {
 	va_list		ap2;
+	char		probe[1];
 	int			n;
 
+	if (fmt == NULL)
+		return;
+	/* measure first, then format into place */
 	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap2);
+	n = vsnprintf(probe, sizeof(probe), fmt, ap2);
 	va_end(ap2);
 	if (n < 0)
 		return;

@@ -20,6 +20,8 @@ struct pf_http
 	int			in_flight;
 	CURL	   *pool[EASY_POOL_MAX];
 	int			n_pool;
+	long		requests;		/* completed */
+	long		connections;	/* opened by them */
 	pf_http_request *done_head; /* finished, not yet handed out */
 	pf_http_request *done_tail;
 };
@@ -214,6 +216,13 @@ collect_finished(pf_http *http)
 		req->curl_code = msg->data.result;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &req->status);
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_TOTAL_TIME, &req->seconds);
+		{
+			long		opened = 0;
+
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_NUM_CONNECTS, &opened);
+			http->connections += opened;
+			http->requests++;
+		}
 		if (req->curl_code != CURLE_OK && req->curl_error[0] == '\0')
 			snprintf(req->curl_error, sizeof(req->curl_error), "%s", curl_easy_strerror(req->curl_code));
 		release_easy(http, req);
@@ -326,6 +335,13 @@ pf_http_cancel(pf_http *http, pf_http_request *req)
 		release_easy(http, req);
 	else
 		(void) pop_done(http, req);
+}
+
+void
+pf_http_stats(const pf_http *http, long *requests, long *connections)
+{
+	*requests = http->requests;
+	*connections = http->connections;
 }
 
 int

@@ -245,9 +245,10 @@ pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *va
 
 			snprintf(msg, sizeof(msg), "%s", primary ? primary : PQerrorMessage(pg->conn));
 			msg[strcspn(msg, "\n")] = '\0';
+			/* no SQLSTATE: the connection broke before an answer came */
 			pf_error_set(&last, PF_ERR_TRANSIENT, sqlstate ? sqlstate : "08006", "%s", msg);
 		}
-		PQclear(res);
+		PQclear(res);			/* sqlstate points into res: use last.code below */
 
 		if (PQstatus(pg->conn) != CONNECTION_OK)
 		{
@@ -256,9 +257,9 @@ pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *va
 			pf_pg_disconnect(pg);
 			continue;
 		}
-		if (!pf_pg_sqlstate_retryable(sqlstate))
+		if (!pf_pg_sqlstate_retryable(last.code))
 		{
-			last.result = pf_pg_sqlstate_result(sqlstate);
+			last.result = pf_pg_sqlstate_result(last.code);
 			if (err)
 				*err = last;
 			return last.result;

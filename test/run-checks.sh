@@ -14,6 +14,7 @@ pf_install_deps
 echo "== build"
 make -s >/dev/null
 make -s install >/dev/null
+make -s -C workers >/dev/null
 
 # A fresh cluster per run: tests must not depend on what an earlier run left.
 pf_cluster_destroy
@@ -31,6 +32,9 @@ run_tier() {
 	fi
 }
 
+run_tier "workers: unit tests (config, SigV4 vectors, events, clients)" make -s -C workers check
+run_tier "emulator: SQS/S3 behind the SigV4 front" test/emulator/selftest.sh
+run_tier "workers: SQS/S3 and PostgreSQL smoke" make -s -C workers smoke
 run_tier "pg_regress + isolation" make -s installcheck
 run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
 for t in test/integration/*.sh; do

@@ -101,6 +101,7 @@ typedef struct pf_config
 	char	   *listen;
 	int			log_level;		/* pf_log_level */
 	int			relay_in_flight;
+	int			relay_lease_seconds;
 	int			poll_interval_ms;
 	int			http_connect_timeout_ms;
 	int			http_timeout_ms;

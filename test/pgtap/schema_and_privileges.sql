@@ -32,10 +32,11 @@ SELECT is(
 	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'
 		AND NOT (p.prosecdef AND p.proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'])),
-	ARRAY['backoff_delay', 'schedule_purge']::name[],
-	'only backoff_delay (pure) and schedule_purge (runs as the scheduling role) are not SECURITY DEFINER');
-SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'] FROM pg_proc WHERE oid = 'payflow.schedule_purge(text)'::regprocedure),
-		  'schedule_purge pins search_path too');
+	ARRAY['backoff_delay', 'invoke_postprocess', 'schedule_purge']::name[],
+	'only backoff_delay (pure), invoke_postprocess (hooks run as the caller) and schedule_purge (runs as the scheduling role) are not SECURITY DEFINER');
+SELECT ok((SELECT bool_and(proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp']) FROM pg_proc
+			WHERE oid IN ('payflow.schedule_purge(text)'::regprocedure, 'payflow.invoke_postprocess(regprocedure,text,jsonb)'::regprocedure)),
+		  'schedule_purge and invoke_postprocess pin search_path too');
 SELECT is(
 	(SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
 		AND has_function_privilege('public', p.oid, 'EXECUTE')),

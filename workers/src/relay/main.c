@@ -1,0 +1,335 @@
+/*
+ * main.c
+ *		payflow-relay: outbox → SQS.
+ *
+ *		PAYFLOW_DATABASE_URL=... PAYFLOW_QUEUE_URLS=payment-requests=https://... payflow-relay
+ *
+ * Wakes up on NOTIFY payflow_outbox (sent by the extension's scheduler
+ * worker after commits that wrote the outbox), polls every
+ * PAYFLOW_POLL_INTERVAL_MS as a fallback, and claims again at once while
+ * claims come back full or calls finish. Waits on the libpq socket and the
+ * curl transfers together, so claiming, sending and acking overlap.
+ *
+ * SIGTERM or SIGINT: stop claiming, finish the calls in flight, write their
+ * acks and nacks, exit 0 (1 if PAYFLOW_DRAIN_SECONDS ran out first). A
+ * second signal exits at once; what was in flight is sent again later.
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "payflow/aws_credentials.h"
+#include "payflow/backoff.h"
+
+#define PROGNAME "payflow-relay"
+#define LISTEN_CHANNEL "payflow_outbox"
+/* the longest the loop sleeps without looking at its flags */
+#define MAX_WAIT_MS 200
+#define STATS_INTERVAL_MS 60000
+
+/*
+ * Signal state: set by the handler, read by the loop. pg_abort makes the
+ * database helper give up its reconnect loop; it is raised only while the
+ * relay is still starting (nothing claimed yet, so nothing to write back).
+ */
+static volatile sig_atomic_t stop_requested = 0;
+static volatile sig_atomic_t pg_abort = 0;
+static volatile sig_atomic_t starting = 1;
+
+static void
+on_signal(int signo)
+{
+	static const char line[] =
+		"{\"level\":\"warn\",\"component\":\"" PROGNAME "\",\"msg\":\"second signal: exiting at once\"}\n";
+
+	if (stop_requested)
+	{
+		ssize_t		w = write(STDERR_FILENO, line, sizeof(line) - 1);
+
+		(void) w;
+		_exit(1);
+	}
+	stop_requested = 1;
+	if (starting)
+		pg_abort = 1;
+}
+
+static void
+install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	/* no SA_RESTART: a signal cuts poll() short and the loop sees the flag */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+static json_t *
+stats_json(const relay *r)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i}",
+					 "claims", (json_int_t) r->stats.claims,
+					 "claimed", (json_int_t) r->stats.claimed,
+					 "sent", (json_int_t) r->stats.sent,
+					 "acked", (json_int_t) r->stats.acked,
+					 "nacked", (json_int_t) r->stats.failed,
+					 "calls", (json_int_t) r->stats.calls,
+					 "failedCalls", (json_int_t) r->stats.failed_calls,
+					 "inFlight", r->in_flight,
+					 "queued", r->queued);
+}
+
+/* Room for more claimed events: free calls times ten, less what already waits. */
+static int
+claim_room(const relay *r)
+{
+	return (r->max_in_flight - r->in_flight) * PF_SQS_MAX_BATCH - r->queued;
+}
+
+static int
+min_int(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+/* Read notifications that arrived; true when at least one did. */
+static bool
+woken(relay *r)
+{
+	int			count = 0;
+	pf_error	err;
+
+	if (pf_pg_socket(r->pg) < 0)
+		return false;
+	if (pf_pg_take_notifications(r->pg, &count, &err) != PF_OK)
+	{
+		pf_log_warn(NULL, "%s; reconnecting at the next claim", err.message);
+		return true;			/* claim soon: that reconnects and listens again */
+	}
+	return count > 0;
+}
+
+static bool
+outcomes_pending(const relay *r)
+{
+	return r->acks.n > 0 || r->nacks.n > 0;
+}
+
+/*
+ * The loop. Each turn: note wake-ups, start queued batches, claim when
+ * there is room and a reason (a wake-up, a full previous claim, finished
+ * calls, the poll interval), wait for a call to finish or the database
+ * socket or the next deadline, then write the outcomes.
+ */
+static int
+relay_run(relay *r)
+{
+	bool		claim_wanted = true;
+	bool		stopping = false;
+	int64_t		next_poll_ms = 0;
+	int64_t		drain_deadline_ms = 0;
+	int64_t		next_stats_ms = pf_now_ms() + STATS_INTERVAL_MS;
+	long		last_stats_sent = 0;
+
+	for (;;)
+	{
+		int64_t		now = pf_now_ms();
+		pf_aws_call *call;
+		int			timeout;
+		int			room;
+		int			pgsock;
+
+		if (stop_requested && !stopping)
+		{
+			stopping = true;
+			drain_deadline_ms = now + (int64_t) r->cfg.drain_seconds * 1000;
+			pf_log_info(NULL, "stopping: finishing %d call(s) in flight and %d queued event(s)",
+						r->in_flight, r->queued);
+		}
+		if (stopping)
+		{
+			if (r->in_flight == 0 && r->queued == 0 && !outcomes_pending(r))
+				break;
+			if (now >= drain_deadline_ms)
+			{
+				pf_log_write(PF_LOG_WARN, NULL, stats_json(r),
+							 "PAYFLOW_DRAIN_SECONDS ran out with %d call(s) in flight; "
+							 "their events are sent again once their claims expire", r->in_flight);
+				return 1;
+			}
+		}
+
+		if (woken(r))
+			claim_wanted = true;
+
+		relay_start_batches(r);
+		room = claim_room(r);
+		if (!stopping && room > 0 && (claim_wanted || now >= next_poll_ms) && relay_db_ready(r))
+		{
+			int			got = relay_claim(r, room);
+
+			next_poll_ms = pf_now_ms() + r->cfg.poll_interval_ms;
+			/* a full claim means more is waiting: claim again as soon as there is room */
+			claim_wanted = got == room;
+			if (got > 0)
+				relay_start_batches(r);
+			room = claim_room(r);
+		}
+
+		/* how long to wait for a call to finish or the socket to wake us */
+		now = pf_now_ms();
+		if (!stopping && claim_wanted && room > 0 && relay_db_ready(r))
+			timeout = 0;
+		else
+		{
+			timeout = MAX_WAIT_MS;
+			if (!stopping && room > 0)
+				timeout = min_int(timeout, (int) (next_poll_ms > now ? next_poll_ms - now : 0));
+			if (!relay_db_ready(r))
+				timeout = min_int(timeout, (int) (r->db_retry_at_ms - now));
+		}
+		if (timeout < 1 && pf_aws_pending(r->aws) > 0)
+			timeout = 1;		/* a zero wait would not move the transfers */
+		pgsock = pf_pg_socket(r->pg);
+		call = pf_sqs_wait(r->sqs, timeout, pgsock);
+		if (call == NULL && pf_aws_pending(r->aws) == 0 && pgsock < 0 && timeout > 0)
+			pf_sleep_ms(timeout);	/* nothing to wait on: just let time pass */
+		while (call != NULL)
+		{
+			relay_finish_batch(r, call);
+			claim_wanted = true;	/* a call is free again */
+			call = pf_sqs_wait(r->sqs, 0, -1);
+		}
+
+		/* refill the free calls before the database round trip */
+		relay_start_batches(r);
+		if (outcomes_pending(r) && (relay_db_ready(r) || stopping))
+		{
+			bool		acked_any;
+
+			if (relay_flush_outcomes(r, &acked_any))
+			{
+				/* later events of the acked rows' message groups are claimable now */
+				if (acked_any)
+					claim_wanted = true;
+			}
+			else if (stopping)
+			{
+				pf_log_warn(NULL, "stopping without writing %d ack(s) and %d nack(s): "
+							"those events are sent again once their claims expire",
+							r->acks.n, r->nacks.n);
+				relay_outcomes_free(&r->acks);
+				relay_outcomes_free(&r->nacks);
+			}
+		}
+
+		if (now >= next_stats_ms)
+		{
+			if (r->stats.sent != last_stats_sent)
+				pf_log_write(PF_LOG_INFO, NULL, stats_json(r), "relay statistics");
+			last_stats_sent = r->stats.sent;
+			next_stats_ms = now + STATS_INTERVAL_MS;
+		}
+	}
+	pf_log_write(PF_LOG_INFO, NULL, stats_json(r), "stopped: every call in flight finished and was written back");
+	return 0;
+}
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"usage: " PROGNAME "\n"
+			"Moves payflow's outbox to SQS. Settings come from the environment:\n"
+			"  PAYFLOW_DATABASE_URL, PAYFLOW_QUEUE_URLS (destination=queue-url,...),\n"
+			"  PAYFLOW_RELAY_IN_FLIGHT, PAYFLOW_RELAY_LEASE_SECONDS, PAYFLOW_POLL_INTERVAL_MS,\n"
+			"  PAYFLOW_WORKER_ID, PAYFLOW_DRAIN_SECONDS, PAYFLOW_LOG_LEVEL, AWS_*.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	relay		r;
+	pf_pg_options pg_options;
+	pf_error	err;
+	json_t	   *settings;
+	int			status;
+
+	if (argc > 1)
+	{
+		bool		help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+
+		usage(help ? stdout : stderr);
+		return help ? 0 : 2;
+	}
+	install_signals();
+	memset(&r, 0, sizeof(r));
+	pf_config_load_or_exit(&r.cfg, PROGNAME, PF_PROGRAM_RELAY);
+	/* SQS takes UTF-8 only, whatever the database's encoding */
+	setenv("PGCLIENTENCODING", "UTF8", 1);
+
+	r.relay_id = r.cfg.worker_id;
+	r.max_in_flight = r.cfg.relay_in_flight;
+	r.lease_seconds = r.cfg.relay_lease_seconds;
+	relay_destinations_init(&r);
+
+	settings = pf_config_to_json(&r.cfg);
+	json_object_set_new(settings, "relayId", json_string(r.relay_id));
+	pf_log_write(PF_LOG_INFO, NULL, settings, "starting");
+
+	r.credentials = pf_aws_credentials_provider_create(&r.cfg, &err);
+	if (r.credentials == NULL)
+	{
+		pf_log_error(NULL, "no AWS credentials: %s", err.message);
+		pf_config_free(&r.cfg);
+		return 2;
+	}
+	r.aws = pf_aws_client_create(&r.cfg, r.credentials);
+	r.sqs = pf_sqs_create(r.aws, &r.cfg);
+
+	memset(&pg_options, 0, sizeof(pg_options));
+	pg_options.application_name = PROGNAME;
+	pg_options.statement_timeout_ms = 15000;
+	/* the loop backs off and retries by itself; keep each call short */
+	pg_options.max_attempts = 3;
+	pg_options.backoff_cap_ms = 1000;
+	pg_options.stop = &pg_abort;
+	r.pg = pf_pg_create(r.cfg.database_url, &pg_options);
+
+	/* connects (retrying until the database answers) and listens */
+	if (pf_pg_listen(r.pg, LISTEN_CHANNEL, &err) != PF_OK && !stop_requested)
+	{
+		pf_log_error(NULL, "LISTEN %s failed: %s", LISTEN_CHANNEL, err.message);
+		status = 1;
+	}
+	else
+	{
+		starting = 0;
+		if (!stop_requested)
+			pf_log_info(NULL, "listening on %s; sending to %d destination(s) with up to %d call(s) in flight",
+						LISTEN_CHANNEL, r.n_destinations, r.max_in_flight);
+		status = relay_run(&r);
+	}
+
+	pf_pg_destroy(r.pg);
+	relay_destinations_free(&r);
+	relay_outcomes_free(&r.acks);
+	relay_outcomes_free(&r.nacks);
+	pf_sqs_destroy(r.sqs);
+	pf_aws_client_destroy(r.aws);
+	pf_aws_credentials_provider_destroy(r.credentials);
+	pf_config_free(&r.cfg);
+	return status;
+}

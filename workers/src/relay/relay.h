@@ -1,0 +1,136 @@
+/*
+ * relay.h
+ *		payflow-relay: moves outbox rows to SQS.
+ *
+ * One process, one thread, one context (relay). The loop claims rows with
+ * payflow.outbox_claim, queues them per destination, sends them in
+ * SendMessageBatch calls of up to ten with at most PAYFLOW_RELAY_IN_FLIGHT
+ * calls in flight, and acks (or nacks) the outcome of each entry. Delivery
+ * is at-least-once: a row is deleted only after SQS accepted it, so a crash
+ * between the send and the ack sends it again once its claim expires.
+ *
+ *		outbox.c	the database side: claim, and the pending ack/nack lists
+ *		publish.c	the SQS side: per-destination queues, batches, outcomes
+ *		main.c		settings, signals, the loop, drain on SIGTERM
+ */
+#ifndef PAYFLOW_RELAY_H
+#define PAYFLOW_RELAY_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "payflow/config.h"
+#include "payflow/log.h"
+#include "payflow/pg.h"
+#include "payflow/sqs.h"
+
+/* SQS allows ten message attributes per message. */
+#define RELAY_MAX_ATTRIBUTES 10
+/* SendMessageBatch: at most 256 KiB for all entries together. */
+#define RELAY_BATCH_MAX_BYTES (256 * 1024)
+
+/* One claimed outbox row, from the claim until its ack or nack is queued. */
+typedef struct relay_event
+{
+	char	   *event_id;
+	char	   *destination;
+	char	   *group_id;
+	char	   *dedup_id;
+	char	   *body;
+	/* from the attributes column, for the logs */
+	const char *operation_id;
+	const char *correlation_id;
+	int			n_attributes;
+	pf_sqs_attribute attributes[RELAY_MAX_ATTRIBUTES];
+	char	   *attribute_text[2 * RELAY_MAX_ATTRIBUTES];	/* names and values */
+	size_t		size;			/* bytes it adds to a batch */
+	struct relay_event *next;	/* in its destination's queue */
+} relay_event;
+
+/* Events claimed for one destination and not yet sent. */
+typedef struct relay_destination
+{
+	const char *name;
+	const char *queue_url;
+	relay_event *head;
+	relay_event *tail;
+	int			count;
+} relay_destination;
+
+/* One SendMessageBatch call in flight. */
+typedef struct relay_batch
+{
+	relay_destination *destination;
+	int			n;
+	relay_event *events[PF_SQS_MAX_BATCH];
+} relay_batch;
+
+/* Acks or nacks waiting for the database, as two parallel text arrays. */
+typedef struct relay_outcomes
+{
+	int			n;
+	int			cap;
+	char	  **event_ids;
+	char	  **texts;			/* message ids (acks) or errors (nacks) */
+	int64_t		first_failure_ms;	/* 0 while the database takes them */
+} relay_outcomes;
+
+typedef struct relay_stats
+{
+	long		claims;
+	long		claimed;
+	long		sent;			/* accepted by SQS */
+	long		failed;			/* entries nacked */
+	long		acked;			/* rows the database deleted */
+	long		calls;
+	long		failed_calls;
+} relay_stats;
+
+typedef struct relay
+{
+	pf_config	cfg;
+	const char *relay_id;
+	pf_pg	   *pg;
+	pf_aws_credentials_provider *credentials;
+	pf_aws_client *aws;
+	pf_sqs	   *sqs;
+
+	int			max_in_flight;	/* SendMessageBatch calls */
+	int			lease_seconds;
+	int			in_flight;
+	int			queued;			/* claimed, waiting for a free call */
+	int			n_destinations;
+	relay_destination *destinations;
+
+	relay_outcomes acks;
+	relay_outcomes nacks;
+	int			db_failures;	/* consecutive, for the back-off */
+	int64_t		db_retry_at_ms; /* no database call before this */
+
+	/* a run of failed SQS calls is logged once, then summarised */
+	int			sqs_failure_streak;
+	int64_t		sqs_failure_logged_ms;
+
+	relay_stats stats;
+} relay;
+
+/* outbox.c */
+int			relay_claim(relay *r, int max_events);
+bool		relay_flush_outcomes(relay *r, bool *acked_any);
+void		relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text);
+void		relay_outcomes_free(relay_outcomes *o);
+bool		relay_db_ready(const relay *r);
+void		relay_db_failed(relay *r, const pf_error *err, const char *what);
+void		relay_db_succeeded(relay *r);
+
+/* publish.c */
+void		relay_destinations_init(relay *r);
+void		relay_destinations_free(relay *r);
+void		relay_accept(relay *r, relay_event *ev);
+int			relay_start_batches(relay *r);
+void		relay_finish_batch(relay *r, pf_aws_call *call);
+void		relay_event_free(relay_event *ev);
+void		relay_nack_event(relay *r, relay_event *ev, const char *error);
+
+#endif							/* PAYFLOW_RELAY_H */

@@ -35,6 +35,8 @@ run_tier() {
 run_tier "workers: unit tests (config, SigV4 vectors, events, clients)" make -s -C workers check
 run_tier "emulator: SQS/S3 behind the SigV4 front" test/emulator/selftest.sh
 run_tier "workers: SQS/S3 and PostgreSQL smoke" make -s -C workers smoke
+run_tier "fixture: legacy DBMS through psqlODBC" test/fixtures/legacy/selftest.sh
+run_tier "fixture: invoice API stand-in" test/fixtures/invoice-api/selftest.sh
 run_tier "pg_regress + isolation" make -s installcheck
 run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
 for t in test/integration/*.sh; do

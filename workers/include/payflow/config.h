@@ -95,6 +95,12 @@ typedef struct pf_config
 	char	   *legacy_status;
 	char	   *legacy_lookup;
 	int			legacy_timeout;
+	int			legacy_connect_timeout;
+	int			legacy_poll_interval_ms;
+	char	   *legacy_done_statuses;
+	char	   *legacy_failed_statuses;
+	char	   *legacy_retryable_sqlstates;
+	char	   *legacy_permanent_sqlstates;
 	char	   *postprocess_function;
 	char	   *postprocess_url;
 	char	   *invoice_url;
@@ -102,6 +108,7 @@ typedef struct pf_config
 	int			log_level;		/* pf_log_level */
 	int			relay_in_flight;
 	int			relay_lease_seconds;
+	int			db_connections;
 	int			poll_interval_ms;
 	int			http_connect_timeout_ms;
 	int			http_timeout_ms;

@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "payflow/buf.h"
+#include "payflow/sqlstate_rules.h"
 
 typedef enum setting_type
 {
@@ -71,7 +72,8 @@ static const setting settings[] = {
 	{"PAYFLOW_QUEUE_URLS", T_QUEUE_MAP, AT(queue_urls), RELAY, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_QUEUE_URL", T_URL, AT(queue_url), WORKER, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_CONCURRENCY", T_INT, AT(concurrency), NONE, "8", false, NULL, 1, 1000, NULL},
-	{"PAYFLOW_VISIBILITY_TIMEOUT", T_INT, AT(visibility_timeout), NONE, "120", false, NULL, 10, 43200, NULL},
+	/* as low as 2 s so tests of redelivery and takeover run in seconds */
+	{"PAYFLOW_VISIBILITY_TIMEOUT", T_INT, AT(visibility_timeout), NONE, "120", false, NULL, 2, 43200, NULL},
 	{"PAYFLOW_DRAIN_SECONDS", T_INT, AT(drain_seconds), NONE, "30", false, NULL, 0, 3600, NULL},
 	{"PAYFLOW_WORKER_ID", T_STRING, AT(worker_id), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_STORE", T_ENUM, AT(store), NONE, "pg", false, "pg|s3", 0, 0, NULL},
@@ -84,12 +86,19 @@ static const setting settings[] = {
 	{"PAYFLOW_LEGACY_STATUS", T_STRING, AT(legacy_status), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LEGACY_LOOKUP", T_STRING, AT(legacy_lookup), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LEGACY_TIMEOUT", T_INT, AT(legacy_timeout), NONE, "1800", false, NULL, 1, 86400, NULL},
+	{"PAYFLOW_LEGACY_CONNECT_TIMEOUT", T_INT, AT(legacy_connect_timeout), NONE, "10", false, NULL, 1, 300, NULL},
+	{"PAYFLOW_LEGACY_POLL_INTERVAL_MS", T_INT, AT(legacy_poll_interval_ms), NONE, "2000", false, NULL, 50, 3600000, NULL},
+	{"PAYFLOW_LEGACY_DONE_STATUSES", T_STRING, AT(legacy_done_statuses), NONE, "done,succeeded,success,completed,charged,ok", false, NULL, 0, 0, NULL},
+	{"PAYFLOW_LEGACY_FAILED_STATUSES", T_STRING, AT(legacy_failed_statuses), NONE, "failed,failure,error,rejected,declined,cancelled,canceled", false, NULL, 0, 0, NULL},
+	{"PAYFLOW_LEGACY_RETRYABLE_SQLSTATES", T_STRING, AT(legacy_retryable_sqlstates), NONE, NULL, false, NULL, 0, 0, NULL},
+	{"PAYFLOW_LEGACY_PERMANENT_SQLSTATES", T_STRING, AT(legacy_permanent_sqlstates), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_FUNCTION", T_STRING, AT(postprocess_function), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_URL", T_URL, AT(postprocess_url), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_INVOICE_URL", T_URL, AT(invoice_url), PF_PROGRAM_INVOICE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LISTEN", T_HOST_PORT, AT(listen), NONE, "127.0.0.1:8080", false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LOG_LEVEL", T_ENUM, AT(log_level), NONE, "info", false, "debug|info|warn|error", 0, 0, NULL},
 	{"PAYFLOW_RELAY_IN_FLIGHT", T_INT, AT(relay_in_flight), NONE, "4", false, NULL, 1, 64, NULL},
+	{"PAYFLOW_DB_CONNECTIONS", T_INT, AT(db_connections), NONE, "0", false, NULL, 0, 1000, NULL},
 	{"PAYFLOW_RELAY_LEASE_SECONDS", T_INT, AT(relay_lease_seconds), NONE, "30", false, NULL, 5, 3600, NULL},
 	{"PAYFLOW_POLL_INTERVAL_MS", T_INT, AT(poll_interval_ms), NONE, "1000", false, NULL, 10, 600000, NULL},
 	{"PAYFLOW_HTTP_CONNECT_TIMEOUT_MS", T_INT, AT(http_connect_timeout_ms), NONE, "3000", false, NULL, 100, 60000, NULL},
@@ -483,6 +492,17 @@ check_combinations(loader *ld, pf_config *cfg, unsigned programs)
 			return failf(ld, "missing PAYFLOW_LEGACY_SUBMIT: PAYFLOW_LEGACY_MODE is submit-poll");
 		if (cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL && cfg->legacy_status == NULL)
 			return failf(ld, "missing PAYFLOW_LEGACY_STATUS: PAYFLOW_LEGACY_MODE is submit-poll");
+	}
+	{
+		pf_sqlstate_rules rules;
+		char		why[256];
+
+		if (!pf_sqlstate_rules_init(&rules, cfg->legacy_retryable_sqlstates, cfg->legacy_permanent_sqlstates,
+									why, sizeof(why)))
+			return failf(ld, "invalid %s: %s",
+						 strncmp(why, "retryable", 9) == 0 ? "PAYFLOW_LEGACY_RETRYABLE_SQLSTATES"
+						 : "PAYFLOW_LEGACY_PERMANENT_SQLSTATES", why);
+		pf_sqlstate_rules_free(&rules);
 	}
 	return true;
 }

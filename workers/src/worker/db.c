@@ -1,0 +1,274 @@
+/*
+ * db.c
+ *		A small pool of PostgreSQL connections for the executors, and the
+ *		step functions of payflow's SQL API as C calls.
+ *
+ * Executors spend their time in external calls, not in PostgreSQL, so they
+ * share a few connections (PAYFLOW_DB_CONNECTIONS) instead of holding one
+ * each: a worker carrying 256 fifteen-minute calls needs 256 connections to
+ * the legacy DBMS, but only a handful to payflow's database.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "payflow/buf.h"
+
+#define STATEMENT_TIMEOUT_MS 30000
+
+struct db_pool
+{
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	int			size;
+	int			n_idle;
+	pf_pg	  **idle;
+	pf_pg	  **all;
+};
+
+db_pool *
+db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop)
+{
+	db_pool    *pool = pf_calloc(1, sizeof(*pool));
+	pf_pg_options opt = {0};
+
+	opt.application_name = "payflow-worker";
+	opt.connect_timeout_s = 10;
+	opt.statement_timeout_ms = STATEMENT_TIMEOUT_MS;
+	opt.max_attempts = 4;
+	opt.stop = stop;
+	pthread_mutex_init(&pool->lock, NULL);
+	pthread_cond_init(&pool->freed, NULL);
+	pool->size = size;
+	pool->idle = pf_calloc((size_t) size, sizeof(pf_pg *));
+	pool->all = pf_calloc((size_t) size, sizeof(pf_pg *));
+	/* connections open on first use and reopen by themselves (pg.c) */
+	for (int i = 0; i < size; i++)
+		pool->all[i] = pool->idle[pool->n_idle++] = pf_pg_create(conninfo, &opt);
+	return pool;
+}
+
+void
+db_pool_destroy(db_pool *pool)
+{
+	if (pool == NULL)
+		return;
+	for (int i = 0; i < pool->size; i++)
+		pf_pg_destroy(pool->all[i]);
+	free(pool->idle);
+	free(pool->all);
+	pthread_cond_destroy(&pool->freed);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool);
+}
+
+pf_pg *
+db_acquire(db_pool *pool, int timeout_ms)
+{
+	struct timespec until;
+	pf_pg	   *pg = NULL;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long) (timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L)
+	{
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&pool->lock);
+	while (pool->n_idle == 0)
+		if (pthread_cond_timedwait(&pool->freed, &pool->lock, &until) == ETIMEDOUT)
+			break;
+	if (pool->n_idle > 0)
+		pg = pool->idle[--pool->n_idle];
+	pthread_mutex_unlock(&pool->lock);
+	return pg;
+}
+
+void
+db_release(db_pool *pool, pf_pg *pg)
+{
+	if (pg == NULL)
+		return;
+	pthread_mutex_lock(&pool->lock);
+	pool->idle[pool->n_idle++] = pg;
+	pthread_cond_signal(&pool->freed);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/* Run a statement returning one jsonb value; *out is the parsed value. */
+static pf_result
+exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **out, pf_error *err)
+{
+	PGresult   *res;
+	pf_result	r = pf_pg_exec(pg, sql, nparams, values, &res, err);
+	json_error_t jerr;
+
+	*out = NULL;
+	if (r != PF_OK)
+		return r;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+		r = pf_error_set(err, PF_ERR_FINAL, "XX000", "no answer from %.60s", sql);
+	else if ((*out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr)) == NULL)
+		r = pf_error_set(err, PF_ERR_FINAL, "XX000", "unparsable answer from %.60s", sql);
+	PQclear(res);
+	return r;
+}
+
+static char *
+dup_member(json_t *obj, const char *name)
+{
+	const char *v = json_string_value(json_object_get(obj, name));
+
+	return v ? pf_strdup(v) : NULL;
+}
+
+pf_result
+db_claim_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, int lease_s,
+			  step_claim *claim, pf_error *err)
+{
+	char		lease[16];
+	const char *values[4] = {operation_id, step, worker_id, lease};
+	PGresult   *res;
+	pf_result	r;
+	json_t	   *answer;
+	json_error_t jerr;
+
+	memset(claim, 0, sizeof(*claim));
+	claim->lease_left_s = -1;
+	snprintf(lease, sizeof(lease), "%d", lease_s);
+	/* the database's clock says how long another worker's lease still runs */
+	r = pf_pg_exec(pg,
+				   "SELECT c, extract(epoch FROM (c->>'leaseExpiresAt')::timestamptz - now()) "
+				   "FROM payflow.claim_step($1, $2, $3, $4::int) AS c",
+				   4, values, &res, err);
+	if (r != PF_OK)
+		return r;
+	answer = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, &jerr) : NULL;
+	if (!json_is_object(answer) || !json_is_string(json_object_get(answer, "action")))
+	{
+		json_decref(answer);
+		PQclear(res);
+		return pf_error_set(err, PF_ERR_FINAL, "XX000", "payflow.claim_step gave no action");
+	}
+	snprintf(claim->action, sizeof(claim->action), "%s", json_string_value(json_object_get(answer, "action")));
+	snprintf(claim->reason, sizeof(claim->reason), "%s",
+			 json_string_value(json_object_get(answer, "reason")) ? json_string_value(json_object_get(answer, "reason")) : "");
+	claim->attempt = (int) json_integer_value(json_object_get(answer, "attempt"));
+	claim->takeover = json_is_true(json_object_get(answer, "takeover"));
+	claim->idempotency_key = dup_member(answer, "idempotencyKey");
+	claim->external_ref = dup_member(answer, "externalRef");
+	claim->payment_id = dup_member(answer, "paymentId");
+	if (json_is_object(json_object_get(answer, "input")))
+		claim->input = json_incref(json_object_get(answer, "input"));
+	if (!PQgetisnull(res, 0, 1))
+		claim->lease_left_s = atof(PQgetvalue(res, 0, 1));
+	json_decref(answer);
+	PQclear(res);
+	return PF_OK;
+}
+
+void
+step_claim_free(step_claim *claim)
+{
+	free(claim->idempotency_key);
+	free(claim->external_ref);
+	free(claim->payment_id);
+	json_decref(claim->input);
+	memset(claim, 0, sizeof(*claim));
+}
+
+pf_result
+db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, json_t *result,
+				 json_t *result_ref, json_t **answer, pf_error *err)
+{
+	char	   *result_text = json_dumps(result, JSON_COMPACT);
+	char	   *ref_text = result_ref ? json_dumps(result_ref, JSON_COMPACT) : NULL;
+	const char *values[5] = {operation_id, step, worker_id, result_text, ref_text};
+	pf_result	r;
+
+	r = exec_json(pg, "SELECT payflow.complete_step($1, $2, $3, $4::jsonb, $5::jsonb)", 5, values, answer, err);
+	free(result_text);
+	free(ref_text);
+	return r;
+}
+
+pf_result
+db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, json_t *error,
+			 bool retryable, json_t **answer, pf_error *err)
+{
+	char	   *error_text = json_dumps(error, JSON_COMPACT);
+	const char *values[5] = {operation_id, step, worker_id, error_text, retryable ? "true" : "false"};
+	pf_result	r;
+
+	r = exec_json(pg, "SELECT payflow.fail_step($1, $2, $3, $4::jsonb, $5::boolean)", 5, values, answer, err);
+	free(error_text);
+	return r;
+}
+
+pf_result
+db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, const char *ref,
+				 pf_error *err)
+{
+	const char *values[4] = {operation_id, step, worker_id, ref};
+
+	return pf_pg_exec(pg, "SELECT payflow.save_step_ref($1, $2, $3, $4)", 4, values, NULL, err);
+}
+
+pf_result
+db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *step, const char *worker_id,
+			 int lease_s, bool *held, pf_error *err)
+{
+	pf_buf		ids = PF_BUF_INIT;
+	char		lease[16];
+	const char *values[4];
+	PGresult   *res;
+	pf_result	r;
+
+	if (n == 0)
+		return PF_OK;
+	/* operation ids are [pay_ + Crockford base32]: no quoting needed in an array literal */
+	pf_buf_append_char(&ids, '{');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			pf_buf_append_char(&ids, ',');
+		pf_buf_append_str(&ids, operation_ids[i]);
+	}
+	pf_buf_append_char(&ids, '}');
+	snprintf(lease, sizeof(lease), "%d", lease_s);
+	values[0] = ids.data;
+	values[1] = step;
+	values[2] = worker_id;
+	values[3] = lease;
+	r = pf_pg_exec(pg,
+				   "SELECT payflow.heartbeat(t.o, $2, $3, $4::int) "
+				   "FROM unnest($1::text[]) WITH ORDINALITY AS t(o, i) ORDER BY t.i",
+				   4, values, &res, err);
+	pf_buf_free(&ids);
+	if (r != PF_OK)
+		return r;
+	for (int i = 0; i < n; i++)
+		held[i] = i < PQntuples(res) && strcmp(PQgetvalue(res, i, 0), "t") == 0;
+	PQclear(res);
+	return PF_OK;
+}
+
+pf_result
+db_record_dead_letter(pf_pg *pg, const char *queue, const char *body, json_t *error, const char *operation_id,
+					  pf_error *err)
+{
+	char	   *error_text = json_dumps(error, JSON_COMPACT);
+	const char *values[4] = {queue, body, error_text, operation_id};
+	pf_result	r;
+
+	r = pf_pg_exec(pg, "SELECT payflow.record_dead_letter($1, $2, $3::jsonb, $4)", 4, values, NULL, err);
+	free(error_text);
+	return r;
+}

@@ -1,0 +1,546 @@
+/*
+ * loop.c
+ *		The consume loop of the main thread: receive while executors are
+ *		free, hand messages to them, act on their outcomes (delete, hide,
+ *		release), renew visibility and leases, cancel calls that outlive
+ *		their time-out, and drain on SIGTERM.
+ *
+ * The main thread never waits on a step. It sleeps in the transport's poll
+ * on one epoll descriptor that holds the eventfd executors write when a
+ * job is done and the signalfd, so a finished job or a signal wakes it at
+ * once; otherwise it wakes for the next heartbeat (at most a second away).
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "payflow/backoff.h"
+#include "payflow/buf.h"
+
+/* A call may overrun its own time-out by this much before the watchdog cancels it. */
+#define WATCHDOG_GRACE_MS 5000
+/* A cancelled call that still does not return stops being heart-beaten after this. */
+#define WATCHDOG_GIVE_UP_MS 30000
+/* After the drain time, how long cancelled calls get to return. */
+#define ABANDON_GRACE_MS 5000
+/* How long an exit waits for deletes and visibility changes in flight. */
+#define FLUSH_WAIT_MS 10000
+#define MAX_SLEEP_MS 1000
+
+/* ---- start and stop ---- */
+
+static int
+default_db_connections(int concurrency)
+{
+	int			n = 4 + concurrency / 16;
+
+	return n < concurrency ? n : concurrency;
+}
+
+worker *
+worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len)
+{
+	worker	   *w = pf_calloc(1, sizeof(*w));
+	struct epoll_event ev;
+	pf_pg_options hb = {0};
+	pf_error	err;
+
+	w->wake_fd = w->epoll_fd = -1;
+	w->signal_fd = signal_fd;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->work, NULL);
+	pf_config_load_or_exit(&w->cfg, "payflow-worker", PF_PROGRAM_WORKER | role->program);
+	w->role = role;
+	w->concurrency = w->cfg.concurrency;
+	w->visibility_s = w->cfg.visibility_timeout;
+	w->lease_s = w->visibility_s + (w->visibility_s / 4 > 2 ? w->visibility_s / 4 : 2);
+	w->heartbeat_ms = w->visibility_s * 1000 / 3 > 1000 ? w->visibility_s * 1000 / 3 : 1000;
+	w->held = pf_calloc((size_t) w->concurrency, sizeof(job *));
+
+	w->role_state = role->init(&w->cfg, why, why_len);
+	if (w->role_state == NULL)
+		goto fail;
+
+	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->wake_fd < 0 || w->epoll_fd < 0)
+	{
+		snprintf(why, why_len, "cannot create the wake-up descriptors: %s", strerror(errno));
+		goto fail;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = w->wake_fd;
+	epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &ev);
+	ev.data.fd = w->signal_fd;
+	epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->signal_fd, &ev);
+
+	w->transport = transport_sqs_create(&w->cfg, &err);
+	if (w->transport == NULL)
+	{
+		snprintf(why, why_len, "cannot use queue %s: %s %s", w->cfg.queue_url, err.code, err.message);
+		goto fail;
+	}
+
+	w->db = db_pool_create(w->cfg.database_url,
+						   w->cfg.db_connections > 0 ? w->cfg.db_connections : default_db_connections(w->concurrency),
+						   &w->db_stop);
+	/* heartbeats must not stall the loop: short time-outs, the next tick retries */
+	hb.application_name = "payflow-worker heartbeat";
+	hb.connect_timeout_s = 5;
+	hb.statement_timeout_ms = 5000;
+	hb.max_attempts = 2;
+	hb.stop = &w->db_stop;
+	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
+	if (pf_pg_exec(w->heartbeat_pg, "SELECT 1", 0, NULL, NULL, &err) != PF_OK)
+		pf_log_error(NULL, "PostgreSQL is not reachable yet (%s: %s); going on, it is retried", err.code,
+					 err.message);
+	return w;
+
+fail:
+	worker_destroy(w);
+	return NULL;
+}
+
+void
+worker_destroy(worker *w)
+{
+	if (w == NULL)
+		return;
+	if (w->stuck)
+		return;					/* threads still use it all; the process exits now */
+	executors_stop(w, true);
+	for (int i = 0; i < w->n_held; i++)
+	{
+		transport_message_free(w->held[i]->msg);
+		free(w->held[i]);
+	}
+	free(w->held);
+	if (w->transport)
+		w->transport->ops->destroy(w->transport);
+	pf_pg_destroy(w->heartbeat_pg);
+	db_pool_destroy(w->db);
+	if (w->role_state)
+		w->role->cleanup(w->role_state);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	if (w->epoll_fd >= 0)
+		close(w->epoll_fd);
+	pthread_cond_destroy(&w->work);
+	pthread_mutex_destroy(&w->lock);
+	pf_config_free(&w->cfg);
+	free(w);
+}
+
+/* ---- held messages ---- */
+
+static void
+forget(worker *w, job *j)
+{
+	for (int i = 0; i < w->n_held; i++)
+	{
+		if (w->held[i] == j)
+		{
+			w->held[i] = w->held[--w->n_held];
+			return;
+		}
+	}
+}
+
+static void
+free_job(job *j)
+{
+	transport_message_free(j->msg);
+	free(j);
+}
+
+static void
+dispatch(worker *w, transport_message *m)
+{
+	job		   *j = pf_calloc(1, sizeof(*j));
+
+	j->msg = m;
+	j->received_ms = pf_now_ms();
+	w->held[w->n_held++] = j;
+	pf_log_write(PF_LOG_DEBUG, NULL, json_pack("{s:s,s:i}", "messageId", m->id, "receiveCount", m->receive_count),
+				 "message received");
+	executor_enqueue(w, j);
+}
+
+static void
+release_messages(worker *w, transport_message *const *msgs, int n)
+{
+	if (n > 0)
+		w->transport->ops->set_visibility(w->transport, msgs, n, 0);
+}
+
+/* Act on what executors finished. */
+static void
+collect_done(worker *w)
+{
+	job		   *list;
+	transport_message **del;
+	transport_message **rel;
+	int			n_del = 0;
+	int			n_rel = 0;
+
+	pthread_mutex_lock(&w->lock);
+	list = w->done;
+	w->done = NULL;
+	pthread_mutex_unlock(&w->lock);
+	if (list == NULL)
+		return;
+
+	del = pf_calloc((size_t) w->concurrency, sizeof(*del));
+	rel = pf_calloc((size_t) w->concurrency, sizeof(*rel));
+	for (job *j = list; j; j = j->next)
+	{
+		switch (j->outcome)
+		{
+			case OUTCOME_DELETE:
+				del[n_del++] = j->msg;
+				break;
+			case OUTCOME_RELEASE:
+				rel[n_rel++] = j->msg;
+				break;
+			case OUTCOME_HIDE:
+				w->transport->ops->set_visibility(w->transport, &j->msg, 1, j->hide_s);
+				break;
+			case OUTCOME_LEAVE:
+				break;
+		}
+		forget(w, j);
+		w->handled++;
+	}
+	if (n_del > 0)
+		w->transport->ops->delete_messages(w->transport, del, n_del);
+	release_messages(w, rel, n_rel);
+	/* the transport copied the receipts into its requests */
+	while (list)
+	{
+		job		   *next = list->next;
+
+		free_job(list);
+		list = next;
+	}
+	free(del);
+	free(rel);
+}
+
+/* ---- heartbeats ---- */
+
+static void
+renew_leases(worker *w, job **jobs, int n)
+{
+	const char **ids = pf_calloc((size_t) n, sizeof(char *));
+	bool	   *held = pf_calloc((size_t) n, sizeof(bool));
+	pf_error	err;
+	pf_result	r;
+
+	for (int i = 0; i < n; i++)
+		ids[i] = jobs[i]->operation_id;
+	r = db_heartbeat(w->heartbeat_pg, ids, n, w->role->step, w->cfg.worker_id, w->lease_s, held, &err);
+	if (r != PF_OK && r != PF_ERR_TRANSIENT)
+	{
+		/* one bad row (an operation purged under us) must not cost the others their lease */
+		for (int i = 0; i < n; i++)
+			if (db_heartbeat(w->heartbeat_pg, &ids[i], 1, w->role->step, w->cfg.worker_id, w->lease_s,
+							 &held[i], &err) != PF_OK)
+				held[i] = true; /* unknown: let the step find out when it reports */
+		r = PF_OK;
+	}
+	if (r != PF_OK)
+		pf_log_warn(NULL, "lease renewal of %d step(s) failed (%s: %s); they hold for up to %d s more, "
+					"the next heartbeat retries", n, err.code, err.message, w->lease_s);
+	else
+	{
+		pthread_mutex_lock(&w->lock);
+		for (int i = 0; i < n; i++)
+		{
+			if (held[i] || jobs[i]->finished || jobs[i]->stop != STOP_NONE)
+				continue;
+			jobs[i]->stop = STOP_LEASE_LOST;
+			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {jobs[i]->operation_id, NULL, NULL},
+						 json_pack("{s:s}", "messageId", jobs[i]->msg->id),
+						 "lease lost: another worker took the step over");
+		}
+		pthread_mutex_unlock(&w->lock);
+	}
+	free(ids);
+	free(held);
+}
+
+/*
+ * One tick: every held message stays invisible for another visibility
+ * timeout, every claimed step keeps its lease for another lease period.
+ */
+static void
+heartbeat(worker *w)
+{
+	transport_message **msgs = pf_calloc((size_t) w->n_held + 1, sizeof(*msgs));
+	job		  **claimed = pf_calloc((size_t) w->n_held + 1, sizeof(*claimed));
+	int			n_msgs = 0;
+	int			n_claimed = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (int i = 0; i < w->n_held; i++)
+	{
+		job		   *j = w->held[i];
+
+		if (j->finished || j->renewals_stopped)
+			continue;
+		msgs[n_msgs++] = j->msg;
+		if (j->claimed && j->stop != STOP_LEASE_LOST)
+			claimed[n_claimed++] = j;
+	}
+	pthread_mutex_unlock(&w->lock);
+
+	if (n_msgs > 0)
+		w->transport->ops->set_visibility(w->transport, msgs, n_msgs, w->visibility_s);
+	if (n_claimed > 0)
+		renew_leases(w, claimed, n_claimed);
+	free(msgs);
+	free(claimed);
+}
+
+/* Cancel calls that outlive their time-out; give up on those that ignore it. */
+static void
+watchdog(worker *w, int64_t now)
+{
+	pthread_mutex_lock(&w->lock);
+	for (int i = 0; i < w->n_held; i++)
+	{
+		job		   *j = w->held[i];
+		pf_log_ids	ids = {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL};
+
+		if (j->finished || j->ex == NULL || j->call_deadline_ms == 0 ||
+			now < j->call_deadline_ms + WATCHDOG_GRACE_MS)
+			continue;
+		if (!j->interrupted)
+		{
+			j->interrupted = true;
+			pf_log_warn(&ids, "a call outlived its time-out by %d s: cancelling it", WATCHDOG_GRACE_MS / 1000);
+			w->role->interrupt(j->ex->role_thread);
+		}
+		else if (!j->renewals_stopped && now >= j->call_deadline_ms + WATCHDOG_GRACE_MS + WATCHDOG_GIVE_UP_MS)
+		{
+			j->renewals_stopped = true;
+			pf_log_error(&ids, "a cancelled call does not return: no more heartbeats for it, "
+						 "so another worker can take the step over once its lease expires");
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- signals and drain ---- */
+
+static void
+begin_drain(worker *w, int signo)
+{
+	job		   *queued = executor_take_queued(w);
+	transport_message **rel = pf_calloc((size_t) w->n_held + 1, sizeof(*rel));
+	int			n_rel = 0;
+
+	w->draining = true;
+	w->drain_deadline_ms = pf_now_ms() + (int64_t) w->cfg.drain_seconds * 1000;
+	/* messages no executor has started yet go back at once */
+	while (queued)
+	{
+		job		   *next = queued->next;
+
+		rel[n_rel++] = queued->msg;
+		forget(w, queued);
+		queued->msg = NULL;
+		free(queued);
+		queued = next;
+	}
+	pf_log_write(PF_LOG_INFO, NULL,
+				 json_pack("{s:s,s:i,s:i,s:i}", "signal", strsignal(signo), "inFlight", w->n_held,
+						   "released", n_rel, "drainSeconds", w->cfg.drain_seconds),
+				 "stopping: no more receives, in-flight steps get %d s to finish", w->cfg.drain_seconds);
+	release_messages(w, rel, n_rel);
+	for (int i = 0; i < n_rel; i++)
+		transport_message_free(rel[i]);
+	free(rel);
+}
+
+static void
+handle_signals(worker *w)
+{
+	struct signalfd_siginfo si;
+
+	while (read(w->signal_fd, &si, sizeof(si)) == (ssize_t) sizeof(si))
+	{
+		if (si.ssi_signo != SIGTERM && si.ssi_signo != SIGINT)
+			continue;
+		if (!w->draining)
+			begin_drain(w, (int) si.ssi_signo);
+		else
+		{
+			/* the operator insists: leases expire and messages come back by themselves */
+			pf_log_warn(NULL, "second %s: exiting at once with %d step(s) in flight",
+						strsignal((int) si.ssi_signo), w->n_held);
+			_exit(128 + (int) si.ssi_signo);
+		}
+	}
+}
+
+/*
+ * The drain's progress; true when the loop may end. After the drain time,
+ * calls still running are cancelled (their steps end STEP_ABANDONED: lease
+ * shortened, message released); whatever has not returned after a grace
+ * period is released from here and left behind.
+ */
+static bool
+drain_progress(worker *w, int64_t now)
+{
+	if (w->n_held == 0)
+		return w->transport->ops->pending(w->transport) == 0 || now >= w->drain_deadline_ms + FLUSH_WAIT_MS;
+
+	if (now >= w->drain_deadline_ms && w->abandon_deadline_ms == 0)
+	{
+		int			n = 0;
+
+		w->abandon_deadline_ms = now + ABANDON_GRACE_MS;
+		pthread_mutex_lock(&w->lock);
+		for (int i = 0; i < w->n_held; i++)
+		{
+			job		   *j = w->held[i];
+
+			if (j->finished || j->ex == NULL)
+				continue;
+			j->stop = STOP_SHUTDOWN;
+			w->role->interrupt(j->ex->role_thread);
+			n++;
+		}
+		pthread_mutex_unlock(&w->lock);
+		pf_log_warn(NULL, "drain time over: cancelling %d step(s) still running", n);
+	}
+	else if (w->abandon_deadline_ms != 0 && now >= w->abandon_deadline_ms && !w->stuck)
+	{
+		transport_message **rel = pf_calloc((size_t) w->n_held, sizeof(*rel));
+		const char **ids = pf_calloc((size_t) w->n_held, sizeof(char *));
+		bool	   *held = pf_calloc((size_t) w->n_held, sizeof(bool));
+		int			n_rel = 0;
+		int			n_ids = 0;
+		pf_error	err;
+
+		pthread_mutex_lock(&w->lock);
+		for (int i = 0; i < w->n_held; i++)
+		{
+			job		   *j = w->held[i];
+
+			if (j->finished)
+				continue;
+			rel[n_rel++] = j->msg;
+			if (j->claimed)
+				ids[n_ids++] = j->operation_id;
+		}
+		pthread_mutex_unlock(&w->lock);
+		release_messages(w, rel, n_rel);
+		if (n_ids > 0)
+			db_heartbeat(w->heartbeat_pg, ids, n_ids, w->role->step, w->cfg.worker_id, 1, held, &err);
+		pf_log_error(NULL, "%d step(s) did not return after their cancel; released, exiting without them", n_rel);
+		w->stuck = true;
+		free(rel);
+		free(ids);
+		free(held);
+	}
+	if (w->stuck)
+		return w->transport->ops->pending(w->transport) == 0 || now >= w->abandon_deadline_ms + FLUSH_WAIT_MS;
+	return false;
+}
+
+/* ---- the loop ---- */
+
+static void
+reset_wake(worker *w)
+{
+	uint64_t	count;
+
+	while (read(w->wake_fd, &count, sizeof(count)) == (ssize_t) sizeof(count))
+		;
+}
+
+int
+worker_run(worker *w)
+{
+	if (!executors_start(w))
+	{
+		w->stuck = true;		/* some threads run: do not free under them */
+		return 1;
+	}
+	w->next_heartbeat_ms = pf_now_ms() + w->heartbeat_ms;
+	pf_log_write(PF_LOG_INFO, NULL,
+				 json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i}", "role", w->role->name, "queue",
+						   w->transport->queue_name, "workerId", w->cfg.worker_id, "concurrency", w->concurrency,
+						   "visibilityTimeout", w->visibility_s, "leaseSeconds", w->lease_s,
+						   "heartbeatMs", w->heartbeat_ms, "maxReceiveCount", w->transport->max_receive_count),
+				 "payflow-worker started");
+
+	for (;;)
+	{
+		transport_message **got = NULL;
+		int			n_got = 0;
+		int64_t		now;
+		int64_t		timeout;
+
+		reset_wake(w);
+		handle_signals(w);
+		collect_done(w);
+		now = pf_now_ms();
+		if (!w->draining && w->n_held < w->concurrency)
+		{
+			int			free_slots = w->concurrency - w->n_held;
+
+			w->transport->ops->receive(w->transport, free_slots < 10 ? free_slots : 10, w->visibility_s);
+		}
+		if (now >= w->next_heartbeat_ms)
+		{
+			heartbeat(w);
+			w->next_heartbeat_ms = now + w->heartbeat_ms;
+		}
+		watchdog(w, now);
+		if (w->draining && drain_progress(w, now))
+			break;
+
+		timeout = w->next_heartbeat_ms - now;
+		if (timeout > MAX_SLEEP_MS)
+			timeout = MAX_SLEEP_MS;
+		if (w->draining && timeout > 200)
+			timeout = 200;
+		if (timeout < 0)
+			timeout = 0;
+		w->transport->ops->poll(w->transport, (int) timeout, w->epoll_fd, &got, &n_got);
+		for (int i = 0; i < n_got; i++)
+		{
+			if (w->draining || w->n_held >= w->concurrency)
+			{
+				/* a receive that ended after the drain began: straight back */
+				release_messages(w, &got[i], 1);
+				transport_message_free(got[i]);
+			}
+			else
+				dispatch(w, got[i]);
+		}
+		free(got);
+	}
+
+	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:I,s:b}", "handled", (json_int_t) w->handled, "clean", !w->stuck),
+				 "payflow-worker stopped");
+	if (w->stuck)
+	{
+		executors_stop(w, false);
+		return 0;
+	}
+	executors_stop(w, true);
+	return 0;
+}

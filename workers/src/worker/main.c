@@ -1,0 +1,113 @@
+/*
+ * main.c
+ *		payflow-worker --role payment|postprocess|invoice
+ *
+ * Settings come from the environment (config.h); the role decides which
+ * are required. Exit status: 0 after a clean drain (SIGTERM or SIGINT),
+ * 2 for a usage or settings error, 1 when start-up fails otherwise,
+ * 128 + the signal when a second signal cut the drain short.
+ */
+#include <locale.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "worker.h"
+
+static const role_ops *const roles[] = {&payment_role, NULL};
+
+static void
+usage(FILE *out)
+{
+	fprintf(out, "usage: payflow-worker --role payment [--check-role]\n"
+			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation.\n"
+			"The postprocess and invoice roles are not available yet.\n");
+}
+
+static const role_ops *
+parse_args(int argc, char **argv, bool *check_only)
+{
+	const char *name = NULL;
+
+	for (int i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "--check-role") == 0)
+			*check_only = true;
+		else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+			name = argv[++i];
+		else if (strncmp(argv[i], "--role=", 7) == 0)
+			name = argv[i] + 7;
+		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+		{
+			usage(stdout);
+			return NULL;
+		}
+		else
+		{
+			fprintf(stderr, "payflow-worker: unknown argument %s\n", argv[i]);
+			usage(stderr);
+			return NULL;
+		}
+	}
+	if (name == NULL)
+	{
+		fprintf(stderr, "payflow-worker: missing --role\n");
+		usage(stderr);
+		return NULL;
+	}
+	for (int i = 0; roles[i]; i++)
+		if (strcmp(roles[i]->name, name) == 0)
+			return roles[i];
+	fprintf(stderr, "payflow-worker: unknown or unavailable role %s\n", name);
+	usage(stderr);
+	return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+	bool		check_only = false;
+	const role_ops *role = parse_args(argc, argv, &check_only);
+	sigset_t	stop_signals;
+	int			signal_fd;
+	worker	   *w;
+	char		why[512] = "";
+	int			rc;
+
+	if (role == NULL)
+		return argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? 0 : 2;
+	if (check_only)
+		return 0;
+
+	/* ODBC drivers convert SQL_C_CHAR data by the locale: make that UTF-8 */
+	if (setlocale(LC_CTYPE, "C.UTF-8") == NULL)
+		setlocale(LC_CTYPE, "");
+	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Blocked in every thread (threads inherit the mask) and read from a
+	 * signalfd by the main loop: no handler runs in an arbitrary thread.
+	 */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	signal_fd = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (signal_fd < 0)
+	{
+		perror("payflow-worker: signalfd");
+		return 1;
+	}
+
+	w = worker_create(role, signal_fd, why, sizeof(why));
+	if (w == NULL)
+	{
+		fprintf(stderr, "payflow-worker: %s\n", why);
+		return strncmp(why, "invalid ", 8) == 0 || strncmp(why, "missing ", 8) == 0 ? 2 : 1;
+	}
+	rc = worker_run(w);
+	worker_destroy(w);
+	close(signal_fd);
+	return rc;
+}

@@ -1,0 +1,537 @@
+/*
+ * role_payment.c
+ *		--role payment: charge through the legacy DBMS over ODBC.
+ *
+ * The statements come from the settings, with named placeholders bound as
+ * ODBC parameters (never built into the SQL text):
+ *
+ *		:idempotency_key :operation_id :payment_id :attempt
+ *		:details			the request JSON as text
+ *		:details.<field>	a top-level field of it, as written ("12.50" stays)
+ *		:legacy_ref			(status statement only) the job to poll
+ *
+ * blocking (PAYFLOW_LEGACY_CALL): one call with SQL_ATTR_QUERY_TIMEOUT =
+ * PAYFLOW_LEGACY_TIMEOUT; the main thread cancels it (SQLCancel) when it
+ * overruns that or when the drain time is over.
+ *
+ * submit-poll (PAYFLOW_LEGACY_SUBMIT, PAYFLOW_LEGACY_STATUS): the submit's
+ * legacy_ref is saved with the step (payflow.save_step_ref) before the
+ * first poll, so a worker that takes the step over resumes polling that
+ * job instead of submitting again. The status row's "status" column says
+ * when it is done (PAYFLOW_LEGACY_DONE_STATUSES) or failed
+ * (PAYFLOW_LEGACY_FAILED_STATUSES); anything else means "still running".
+ *
+ * Before a retry (attempt > 1, or a takeover) the optional look-up
+ * (PAYFLOW_LEGACY_LOOKUP) asks whether an attempt whose outcome is unknown
+ * (timed out, connection lost, worker killed) did charge: a row completes
+ * the step with it. The first row of a statement becomes the step result.
+ * Failures are classified by SQLSTATE (sqlstate_rules.h).
+ */
+#include "worker.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "payflow/backoff.h"
+#include "payflow/buf.h"
+#include "payflow/json_text.h"
+#include "payflow/named_sql.h"
+#include "payflow/odbc.h"
+#include "payflow/sqlstate_rules.h"
+
+#define DETAILS_PREFIX "details."
+
+typedef struct statement
+{
+	const char *setting;		/* its variable, for messages */
+	const char *what;			/* "call", "submit", "status", "lookup" */
+	bool		present;
+	pf_named_sql sql;
+} statement;
+
+typedef struct word_list
+{
+	int			n;
+	char	  **words;
+} word_list;
+
+typedef struct payment_role_state
+{
+	const pf_config *cfg;
+	statement	call;
+	statement	submit;
+	statement	status;
+	statement	lookup;
+	pf_sqlstate_rules rules;
+	word_list	done;
+	word_list	failed;
+} payment_role_state;
+
+typedef struct payment_thread
+{
+	payment_role_state *role;
+	pf_odbc    *odbc;
+} payment_thread;
+
+/* ---- settings ---- */
+
+static void
+words_parse(word_list *list, const char *text)
+{
+	char	   *copy = pf_strdup(text ? text : "");
+	char	   *save = NULL;
+
+	for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save))
+	{
+		char	   *end;
+
+		while (isspace((unsigned char) *w))
+			w++;
+		end = w + strlen(w);
+		while (end > w && isspace((unsigned char) end[-1]))
+			*--end = '\0';
+		if (*w == '\0')
+			continue;
+		list->words = pf_realloc(list->words, sizeof(char *) * (size_t) (list->n + 1));
+		list->words[list->n++] = pf_strdup(w);
+	}
+	free(copy);
+}
+
+static bool
+words_has(const word_list *list, const char *word)
+{
+	for (int i = 0; word && i < list->n; i++)
+		if (strcasecmp(list->words[i], word) == 0)
+			return true;
+	return false;
+}
+
+static void
+words_free(word_list *list)
+{
+	for (int i = 0; i < list->n; i++)
+		free(list->words[i]);
+	free(list->words);
+	list->words = NULL;
+	list->n = 0;
+}
+
+static bool
+placeholder_known(const char *name, bool status_statement)
+{
+	static const char *const known[] = {"idempotency_key", "operation_id", "payment_id", "attempt", "details", NULL};
+
+	for (int i = 0; known[i]; i++)
+		if (strcmp(name, known[i]) == 0)
+			return true;
+	if (strncmp(name, DETAILS_PREFIX, strlen(DETAILS_PREFIX)) == 0 && name[strlen(DETAILS_PREFIX)] != '\0')
+		return true;
+	return status_statement && strcmp(name, "legacy_ref") == 0;
+}
+
+static bool
+statement_init(statement *st, const char *setting, const char *what, const char *text, char *why, size_t why_len)
+{
+	pf_error	err;
+
+	st->setting = setting;
+	st->what = what;
+	if (text == NULL)
+		return true;
+	if (pf_named_sql_parse(text, &st->sql, &err) != PF_OK)
+	{
+		snprintf(why, why_len, "invalid %s: %s", setting, err.message);
+		return false;
+	}
+	for (int i = 0; i < st->sql.n_params; i++)
+	{
+		if (!placeholder_known(st->sql.names[i], strcmp(what, "status") == 0))
+		{
+			snprintf(why, why_len, "invalid %s: unknown placeholder :%s (known: :idempotency_key, :operation_id, "
+					 ":payment_id, :attempt, :details, :details.<field>%s)", setting, st->sql.names[i],
+					 strcmp(what, "status") == 0 ? ", :legacy_ref" : "");
+			pf_named_sql_free(&st->sql);
+			return false;
+		}
+	}
+	st->present = true;
+	return true;
+}
+
+static void
+payment_cleanup(void *role)
+{
+	payment_role_state *ps = role;
+
+	if (ps == NULL)
+		return;
+	pf_named_sql_free(&ps->call.sql);
+	pf_named_sql_free(&ps->submit.sql);
+	pf_named_sql_free(&ps->status.sql);
+	pf_named_sql_free(&ps->lookup.sql);
+	pf_sqlstate_rules_free(&ps->rules);
+	words_free(&ps->done);
+	words_free(&ps->failed);
+	free(ps);
+}
+
+static void *
+payment_init(const pf_config *cfg, char *why, size_t why_len)
+{
+	payment_role_state *ps = pf_calloc(1, sizeof(*ps));
+	bool		poll = cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL;
+
+	ps->cfg = cfg;
+	/* only the statements of the chosen mode are parsed and used */
+	if (!statement_init(&ps->call, "PAYFLOW_LEGACY_CALL", "call", poll ? NULL : cfg->legacy_call, why, why_len) ||
+		!statement_init(&ps->submit, "PAYFLOW_LEGACY_SUBMIT", "submit", poll ? cfg->legacy_submit : NULL, why,
+						why_len) ||
+		!statement_init(&ps->status, "PAYFLOW_LEGACY_STATUS", "status", poll ? cfg->legacy_status : NULL, why,
+						why_len) ||
+		!statement_init(&ps->lookup, "PAYFLOW_LEGACY_LOOKUP", "lookup", cfg->legacy_lookup, why, why_len) ||
+		!pf_sqlstate_rules_init(&ps->rules, cfg->legacy_retryable_sqlstates, cfg->legacy_permanent_sqlstates,
+								why, why_len))
+	{
+		payment_cleanup(ps);
+		return NULL;
+	}
+	words_parse(&ps->done, cfg->legacy_done_statuses);
+	words_parse(&ps->failed, cfg->legacy_failed_statuses);
+	if (poll && (ps->done.n == 0 || ps->failed.n == 0))
+	{
+		snprintf(why, why_len, "invalid PAYFLOW_LEGACY_%s_STATUSES: no status names", ps->done.n == 0 ? "DONE" : "FAILED");
+		payment_cleanup(ps);
+		return NULL;
+	}
+	return ps;
+}
+
+static void *
+payment_thread_init(void *role)
+{
+	payment_role_state *ps = role;
+	payment_thread *pt = pf_calloc(1, sizeof(*pt));
+
+	pt->role = ps;
+	/* connects on its first call, so a legacy DBMS that is down delays no start-up */
+	pt->odbc = pf_odbc_create(ps->cfg->legacy_odbc, ps->cfg->legacy_connect_timeout);
+	return pt;
+}
+
+static void
+payment_thread_cleanup(void *thread)
+{
+	payment_thread *pt = thread;
+
+	if (pt == NULL)
+		return;
+	pf_odbc_destroy(pt->odbc);
+	free(pt);
+}
+
+static void
+payment_interrupt(void *thread)
+{
+	pf_odbc_cancel(((payment_thread *) thread)->odbc);
+}
+
+/* ---- calls ---- */
+
+/* The values of a statement's placeholders; PF_ERR_INVALID for a request that is not an object. */
+static pf_result
+bind_values(const statement *st, const step_run *run, const char *legacy_ref, char **values, pf_error *err)
+{
+	for (int i = 0; i < st->sql.n_params; i++)
+	{
+		const char *name = st->sql.names[i];
+
+		values[i] = NULL;
+		if (strcmp(name, "idempotency_key") == 0)
+			values[i] = pf_strdup(run->idempotency_key);
+		else if (strcmp(name, "operation_id") == 0)
+			values[i] = pf_strdup(run->operation_id);
+		else if (strcmp(name, "payment_id") == 0)
+			values[i] = run->payment_id ? pf_strdup(run->payment_id) : NULL;
+		else if (strcmp(name, "attempt") == 0)
+		{
+			char		n[16];
+
+			snprintf(n, sizeof(n), "%d", run->attempt);
+			values[i] = pf_strdup(n);
+		}
+		else if (strcmp(name, "details") == 0)
+			values[i] = pf_strndup(run->input, run->input_len);
+		else if (strcmp(name, "legacy_ref") == 0)
+			values[i] = legacy_ref ? pf_strdup(legacy_ref) : NULL;
+		else
+		{
+			pf_json_member_kind kind;
+
+			/* :details.<field>; absent and null both bind SQL NULL */
+			if (pf_json_member_text(run->input, run->input_len, name + strlen(DETAILS_PREFIX), &kind, &values[i],
+									err) != PF_OK)
+			{
+				for (int k = 0; k < i; k++)
+					free(values[k]);
+				return pf_error_set(err, PF_ERR_INVALID, "invalid_request",
+									"the request is not a JSON object, so :%s has no value", name);
+			}
+		}
+	}
+	return PF_OK;
+}
+
+static pf_result
+legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *legacy_ref, json_t **row,
+			pf_error *err)
+{
+	int			n = st->sql.n_params;
+	char	  **values = pf_calloc((size_t) (n > 0 ? n : 1), sizeof(char *));
+	int			timeout_s = pt->role->cfg->legacy_timeout;
+	int64_t		started = pf_now_ms();
+	pf_result	r;
+
+	*row = NULL;
+	if (step_stop_requested(run) != STOP_NONE)
+		r = pf_error_set(err, PF_ERR_FINAL, "HY008", "the step was stopped before its %s call", st->what);
+	else
+		r = bind_values(st, run, legacy_ref, values, err);
+	if (r == PF_OK)
+	{
+		/* the watchdog allows the connect too */
+		step_call_started(run, timeout_s + pt->role->cfg->legacy_connect_timeout);
+		r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, err);
+		step_call_finished(run);
+		for (int i = 0; i < n; i++)
+			free(values[i]);
+	}
+	free(values);
+	pf_log_write(PF_LOG_DEBUG, &run->ids,
+				 json_pack("{s:s,s:I,s:s,s:s?}", "statement", st->what, "ms", (json_int_t) (pf_now_ms() - started),
+						   "sqlstate", r == PF_OK ? "00000" : err->code, "legacyRef", legacy_ref),
+				 "legacy %s %s", st->what, r == PF_OK ? "returned" : "failed");
+	return r;
+}
+
+/* A failed call as the step's outcome. */
+static step_status
+call_failed(payment_thread *pt, step_run *run, const statement *st, const pf_error *err, const char *legacy_ref)
+{
+	bool		retryable;
+
+	if (step_stop_requested(run) != STOP_NONE)
+		return STEP_ABANDONED;
+	if (err->result == PF_ERR_INVALID)
+	{
+		step_set_error(run, err->code, err->message, json_pack("{s:s}", "statement", st->what));
+		return STEP_PERMANENT;
+	}
+	retryable = pf_sqlstate_is_retryable(&pt->role->rules, err->code);
+	step_set_error(run, err->code, err->message,
+				   json_pack("{s:s,s:s,s:s,s:s?}", "source", "legacy", "statement", st->what, "sqlstate", err->code,
+							 "legacyRef", legacy_ref));
+	return retryable ? STEP_RETRYABLE : STEP_PERMANENT;
+}
+
+/*
+ * Before a retry: did an attempt whose outcome is unknown already succeed?
+ * STEP_SUCCEEDED with run->result if so; STEP_RETRYABLE with nothing set
+ * when there is nothing to find (go on and call); else a failure.
+ */
+static step_status
+look_up_earlier_attempt(payment_thread *pt, step_run *run)
+{
+	json_t	   *row;
+	pf_error	err;
+
+	if (!pt->role->lookup.present || (run->attempt <= 1 && !run->takeover))
+		return STEP_RETRYABLE;
+	if (legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &err) != PF_OK)
+		return call_failed(pt, run, &pt->role->lookup, &err, NULL);
+	if (row == NULL)
+	{
+		pf_log_info(&run->ids, "look-up found no earlier charge (attempt %d): calling", run->attempt);
+		return STEP_RETRYABLE;
+	}
+	pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:i,s:O}", "attempt", run->attempt, "result", row),
+				 "look-up found the charge of an earlier attempt");
+	run->result = row;
+	return STEP_SUCCEEDED;
+}
+
+static step_status
+run_blocking(payment_thread *pt, step_run *run)
+{
+	const statement *call = &pt->role->call;
+	step_status s = look_up_earlier_attempt(pt, run);
+	json_t	   *row;
+	pf_error	err;
+
+	if (s != STEP_RETRYABLE || run->error != NULL)
+		return s;
+	if (legacy_exec(pt, call, run, NULL, &row, &err) != PF_OK)
+		return call_failed(pt, run, call, &err, NULL);
+	if (row == NULL)
+	{
+		step_set_error(run, "no_row", "the legacy call returned no row", json_pack("{s:s}", "statement", "call"));
+		return STEP_PERMANENT;
+	}
+	run->result = row;
+	return STEP_SUCCEEDED;
+}
+
+/* A column of a row as text (strings as they are, numbers printed); NULL if absent. */
+static char *
+row_text(json_t *row, const char *column)
+{
+	json_t	   *v = json_object_get(row, column);
+
+	if (json_is_string(v))
+		return pf_strdup(json_string_value(v));
+	if (json_is_integer(v))
+	{
+		char		n[32];
+
+		snprintf(n, sizeof(n), "%lld", (long long) json_integer_value(v));
+		return pf_strdup(n);
+	}
+	return NULL;
+}
+
+static step_status
+run_submit_poll(payment_thread *pt, step_run *run)
+{
+	payment_role_state *ps = pt->role;
+	char	   *ref = run->external_ref ? pf_strdup(run->external_ref) : NULL;
+	int64_t		deadline;
+	json_t	   *row;
+	pf_error	err;
+	step_status s;
+	int			polls = 0;
+
+	if (ref == NULL)
+	{
+		s = look_up_earlier_attempt(pt, run);
+		if (s != STEP_RETRYABLE || run->error != NULL)
+			return s;
+		if (legacy_exec(pt, &ps->submit, run, NULL, &row, &err) != PF_OK)
+			return call_failed(pt, run, &ps->submit, &err, NULL);
+		ref = row_text(row, "legacy_ref");
+		if (ref == NULL || ref[0] == '\0')
+		{
+			free(ref);
+			json_decref(row);
+			step_set_error(run, "no_legacy_ref", "the submit returned no legacy_ref column",
+						   json_pack("{s:s}", "statement", "submit"));
+			return STEP_PERMANENT;
+		}
+		json_decref(row);
+		/* saved before the first poll: a worker taking over resumes this job */
+		if (step_save_external_ref(run, ref, &err) != PF_OK)
+		{
+			if (strcmp(err.code, "PF004") == 0)
+			{
+				pf_log_warn(&run->ids, "lease lost before legacy_ref %s could be saved", ref);
+				free(ref);
+				return STEP_ABANDONED;
+			}
+			pf_log_warn(&run->ids, "cannot save legacy_ref %s (%s: %s); polling it anyway", ref, err.code,
+						err.message);
+		}
+		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s}", "legacyRef", ref), "legacy job submitted");
+	}
+	else
+		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:i}", "legacyRef", ref, "attempt", run->attempt),
+					 "resuming the poll of the legacy job an earlier attempt submitted");
+
+	deadline = pf_now_ms() + (int64_t) ps->cfg->legacy_timeout * 1000;
+	for (;;)
+	{
+		pf_result	r = legacy_exec(pt, &ps->status, run, ref, &row, &err);
+
+		polls++;
+		if (r != PF_OK)
+		{
+			if (step_stop_requested(run) != STOP_NONE ||
+				!pf_sqlstate_is_retryable(&ps->rules, err.code) || pf_now_ms() >= deadline)
+			{
+				s = call_failed(pt, run, &ps->status, &err, ref);
+				free(ref);
+				return s;
+			}
+			pf_log_warn(&run->ids, "status call for %s failed (%s: %s); polling on", ref, err.code, err.message);
+		}
+		else if (row == NULL)
+		{
+			step_set_error(run, "P0002", "the status statement returned no row for the legacy job",
+						   json_pack("{s:s,s:s,s:s}", "source", "legacy", "statement", "status", "legacyRef", ref));
+			free(ref);
+			return STEP_PERMANENT;
+		}
+		else
+		{
+			const char *status = json_string_value(json_object_get(row, "status"));
+
+			if (words_has(&ps->done, status))
+			{
+				pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:i}", "legacyRef", ref, "polls", polls),
+							 "legacy job done");
+				run->result = row;
+				free(ref);
+				return STEP_SUCCEEDED;
+			}
+			if (words_has(&ps->failed, status))
+			{
+				const char *reason = json_string_value(json_object_get(row, "failure_reason"));
+
+				step_set_error(run, "legacy_job_failed", reason ? reason : "the legacy job failed",
+							   json_pack("{s:s,s:s,s:s,s:O}", "source", "legacy", "legacyRef", ref, "status", status,
+										 "row", row));
+				json_decref(row);
+				free(ref);
+				return STEP_PERMANENT;
+			}
+			json_decref(row);
+		}
+		if (pf_now_ms() >= deadline)
+		{
+			step_set_error(run, "HYT00", "the legacy job did not finish within PAYFLOW_LEGACY_TIMEOUT",
+						   json_pack("{s:s,s:s,s:i}", "source", "legacy", "legacyRef", ref, "polls", polls));
+			free(ref);
+			return STEP_RETRYABLE;
+		}
+		if (!step_sleep(run, ps->cfg->legacy_poll_interval_ms))
+		{
+			free(ref);
+			return STEP_ABANDONED;
+		}
+	}
+}
+
+static step_status
+payment_run(void *thread, step_run *run)
+{
+	payment_thread *pt = thread;
+
+	/* a cancel aimed at the previous message must not hit this one */
+	pf_odbc_clear_cancel(pt->odbc);
+	if (pt->role->cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL)
+		return run_submit_poll(pt, run);
+	return run_blocking(pt, run);
+}
+
+const role_ops payment_role = {
+	.name = "payment",
+	.program = PF_PROGRAM_PAYMENT,
+	.event_type = PF_EVENT_PAYMENT_REQUESTED,
+	.step = "PROCESS_PAYMENT",
+	.init = payment_init,
+	.cleanup = payment_cleanup,
+	.thread_init = payment_thread_init,
+	.thread_cleanup = payment_thread_cleanup,
+	.run = payment_run,
+	.interrupt = payment_interrupt,
+};

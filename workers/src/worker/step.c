@@ -1,0 +1,560 @@
+/*
+ * step.c
+ *		One message on an executor thread: parse the event, claim the step,
+ *		read its input through the claim check, let the role do the work,
+ *		and commit the outcome (complete_step or fail_step). What the main
+ *		thread should then do with the message is left in job->outcome: it
+ *		is deleted only after that commit.
+ */
+#include "worker.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "payflow/aws_client.h"
+#include "payflow/aws_credentials.h"
+#include "payflow/backoff.h"
+#include "payflow/buf.h"
+#include "payflow/payload_ref.h"
+#include "payflow/s3.h"
+#include "payflow/store.h"
+
+/* How long an executor waits for a pooled connection before giving up. */
+#define DB_WAIT_MS 30000
+/* SQS's largest visibility timeout */
+#define MAX_HIDE_SECONDS 43200
+#define SLEEP_SLICE_MS 100
+
+/* An executor's own S3 client, made when a payload lives in S3. */
+typedef struct executor_s3
+{
+	pf_aws_credentials_provider *credentials;
+	pf_aws_client *aws;
+	pf_s3	   *s3;
+} executor_s3;
+
+static pf_s3 *
+executor_s3_client(worker *w, executor *ex, pf_error *err)
+{
+	executor_s3 *es = ex->store_s3;
+
+	if (es == NULL)
+	{
+		pf_aws_credentials_provider *credentials = pf_aws_credentials_provider_create(&w->cfg, err);
+
+		if (credentials == NULL)
+			return NULL;
+		es = pf_calloc(1, sizeof(*es));
+		es->credentials = credentials;
+		es->aws = pf_aws_client_create(&w->cfg, credentials);
+		es->s3 = pf_s3_create(es->aws, &w->cfg);
+		ex->store_s3 = es;
+	}
+	return es->s3;
+}
+
+void
+step_executor_cleanup(executor *ex)
+{
+	executor_s3 *es = ex->store_s3;
+
+	if (es == NULL)
+		return;
+	pf_s3_destroy(es->s3);
+	pf_aws_client_destroy(es->aws);
+	pf_aws_credentials_provider_destroy(es->credentials);
+	free(es);
+	ex->store_s3 = NULL;
+}
+
+/* ---- services for roles ---- */
+
+stop_reason
+step_stop_requested(step_run *run)
+{
+	stop_reason r;
+
+	pthread_mutex_lock(&run->w->lock);
+	r = run->job->stop;
+	pthread_mutex_unlock(&run->w->lock);
+	return r;
+}
+
+void
+step_call_started(step_run *run, int timeout_s)
+{
+	pthread_mutex_lock(&run->w->lock);
+	run->job->call_deadline_ms = pf_now_ms() + (int64_t) timeout_s * 1000;
+	run->job->interrupted = false;
+	pthread_mutex_unlock(&run->w->lock);
+}
+
+void
+step_call_finished(step_run *run)
+{
+	pthread_mutex_lock(&run->w->lock);
+	run->job->call_deadline_ms = 0;
+	pthread_mutex_unlock(&run->w->lock);
+}
+
+bool
+step_sleep(step_run *run, int ms)
+{
+	int64_t		until = pf_now_ms() + ms;
+
+	for (;;)
+	{
+		int64_t		left = until - pf_now_ms();
+
+		if (step_stop_requested(run) != STOP_NONE)
+			return false;
+		if (left <= 0)
+			return true;
+		pf_sleep_ms(left < SLEEP_SLICE_MS ? (int) left : SLEEP_SLICE_MS);
+	}
+}
+
+pf_result
+step_save_external_ref(step_run *run, const char *ref, pf_error *err)
+{
+	worker	   *w = run->w;
+	pf_pg	   *pg = db_acquire(w->db, DB_WAIT_MS);
+	pf_result	r;
+
+	if (pg == NULL)
+		return pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free");
+	r = db_save_step_ref(pg, run->operation_id, w->role->step, w->cfg.worker_id, ref, err);
+	db_release(w->db, pg);
+	return r;
+}
+
+void
+step_set_error(step_run *run, const char *code, const char *message, json_t *extra)
+{
+	json_t	   *e = json_pack("{s:s,s:s}", "code", code ? code : "error", "message", message ? message : "");
+
+	if (extra)
+	{
+		json_object_update(e, extra);
+		json_decref(extra);
+	}
+	json_decref(run->error);
+	run->error = e;
+}
+
+/* ---- one message ---- */
+
+/* A log line about a message: its id and receive count ride along. */
+static void log_job(pf_log_level level, const pf_log_ids *ids, const job *j, json_t *fields,
+					const char *fmt,...) __attribute__((format(printf, 5, 6)));
+
+static void
+log_job(pf_log_level level, const pf_log_ids *ids, const job *j, json_t *fields, const char *fmt,...)
+{
+	char		text[1024];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (fields == NULL)
+		fields = json_object();
+	json_object_set_new(fields, "messageId", json_string(j->msg->id));
+	json_object_set_new(fields, "receiveCount", json_integer(j->msg->receive_count));
+	pf_log_write(level, ids, fields, "%s", text);
+}
+
+/*
+ * A message no worker can handle: log it and leave it to the queue's
+ * redrive policy. On its last receive before the DLQ it is also kept in
+ * payflow.dead_letters, where operators look.
+ */
+static void
+bad_message(worker *w, job *j, const char *code, const char *why)
+{
+	transport_message *m = j->msg;
+	int			max = w->transport->max_receive_count;
+	json_t	   *body = json_loadb(m->body, m->body_len, 0, NULL);
+	const char *op = json_string_value(json_object_get(body, "operationId"));
+	pf_log_ids	ids = {op && pf_operation_id_valid(op) ? op : NULL,
+	json_string_value(json_object_get(body, "eventId")), NULL};
+
+	j->outcome = OUTCOME_LEAVE;
+	log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s,s:i}", "code", code, "maxReceiveCount", max),
+			"message left to the queue's redrive policy: %s", why);
+	if (max > 0 && m->receive_count >= max)
+	{
+		pf_pg	   *pg = db_acquire(w->db, DB_WAIT_MS);
+		char	   *text = pf_strndup(m->body, m->body_len);
+		json_t	   *error = json_pack("{s:s,s:s,s:s,s:i}", "code", code, "message", why, "messageId", m->id,
+									  "receiveCount", m->receive_count);
+		pf_error	err;
+
+		pf_utf8_sanitize(text, strlen(text));
+		if (pg != NULL && db_record_dead_letter(pg, w->transport->queue_name, text, error, ids.operation_id,
+												&err) == PF_OK)
+			log_job(PF_LOG_WARN, &ids, j, NULL, "%s", "recorded as a dead letter; the queue moves it to its DLQ");
+		else
+			log_job(PF_LOG_ERROR, &ids, j, json_pack("{s:s}", "code", pg ? err.code : "53300"),
+					"cannot record the dead letter: %s", pg ? err.message : "no database connection free");
+		db_release(w->db, pg);
+		json_decref(error);
+		free(text);
+	}
+	json_decref(body);
+}
+
+/* Read the step's input through the claim check; STEP_SUCCEEDED when read. */
+static step_status
+read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev, pf_buf *input, step_run *run)
+{
+	pf_payload_ref ref;
+	pf_error	err;
+	pf_result	r;
+	pf_pg	   *pg;
+	pf_s3	   *s3 = NULL;
+	pf_store   *store;
+
+	memset(&ref, 0, sizeof(ref));
+	if (claim->input != NULL)
+	{
+		if (pf_payload_ref_from_json(claim->input, &ref, &err) != PF_OK)
+		{
+			step_set_error(run, "invalid_input_ref", err.message, NULL);
+			return STEP_PERMANENT;
+		}
+	}
+	else if (ev->has_ref)
+		pf_payload_ref_copy(&ref, &ev->ref);
+	else
+	{
+		step_set_error(run, "missing_input", "the step has no input reference", NULL);
+		return STEP_PERMANENT;
+	}
+
+	if (ref.store == PF_STORE_S3 && (s3 = executor_s3_client(w, ex, &err)) == NULL)
+	{
+		pf_payload_ref_free(&ref);
+		step_set_error(run, err.code, err.message, NULL);
+		return STEP_RETRYABLE;
+	}
+	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	{
+		pf_payload_ref_free(&ref);
+		step_set_error(run, "53300", "no database connection free to read the input", NULL);
+		return STEP_RETRYABLE;
+	}
+	store = pf_store_create(pg, s3, &w->cfg);
+	r = pf_store_read(store, &ref, input, &err);
+	pf_store_destroy(store);
+	db_release(w->db, pg);
+
+	if (r != PF_OK)
+	{
+		json_t	   *extra = json_pack("{s:s,s:s}", "payloadKey", ref.key ? ref.key : "",
+									  "store", pf_store_kind_name(ref.store));
+
+		pf_payload_ref_free(&ref);
+		switch (r)
+		{
+			case PF_ERR_CHECKSUM:
+				step_set_error(run, "PF005", err.message, extra);
+				return STEP_PERMANENT;
+			case PF_ERR_NOT_FOUND:
+				step_set_error(run, "payload_missing", err.message, extra);
+				return STEP_PERMANENT;
+			case PF_ERR_TRANSIENT:
+				step_set_error(run, err.code, err.message, extra);
+				return STEP_RETRYABLE;
+			default:
+				step_set_error(run, err.code[0] ? err.code : "invalid_input", err.message, extra);
+				return STEP_PERMANENT;
+		}
+	}
+	pf_payload_ref_free(&ref);
+	return STEP_SUCCEEDED;
+}
+
+/* With PAYFLOW_STORE=s3 the result goes to S3 and complete_step gets its ref. */
+static pf_result
+store_result(worker *w, executor *ex, step_run *run, json_t **result_ref, pf_error *err)
+{
+	pf_s3	   *s3;
+	pf_store   *store;
+	pf_payload_ref ref;
+	char	   *text;
+	pf_result	r;
+
+	*result_ref = NULL;
+	if (w->cfg.store != PF_STORE_S3)
+		return PF_OK;			/* the extension writes it into its own store */
+	if ((s3 = executor_s3_client(w, ex, err)) == NULL)
+		return err->result;
+	store = pf_store_create(NULL, s3, &w->cfg);
+	text = json_dumps(run->result, JSON_COMPACT);
+	r = pf_store_write(store, run->operation_id, "payment-result.json", text, strlen(text), &ref, err);
+	if (r == PF_OK)
+	{
+		*result_ref = pf_payload_ref_to_json(&ref);
+		pf_payload_ref_free(&ref);
+	}
+	free(text);
+	pf_store_destroy(store);
+	return r;
+}
+
+/* The lease is given back (1 s left) so another worker can take over at once. */
+static void
+release_lease(worker *w, step_run *run)
+{
+	pf_pg	   *pg = db_acquire(w->db, 5000);
+	const char *ids[1] = {run->operation_id};
+	bool		held;
+	pf_error	err;
+
+	if (pg == NULL)
+		return;
+	if (db_heartbeat(pg, ids, 1, w->role->step, w->cfg.worker_id, 1, &held, &err) != PF_OK)
+		pf_log_warn(&run->ids, "cannot shorten the lease: %s", err.message);
+	db_release(w->db, pg);
+}
+
+/* Commit what the role decided, then say what becomes of the message. */
+static void
+record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status status)
+{
+	const char *kind = status == STEP_SUCCEEDED ? "complete_step" : "fail_step";
+	json_t	   *answer = NULL;
+	json_t	   *result_ref = NULL;
+	pf_error	err;
+	pf_result	r;
+	pf_pg	   *pg;
+
+	if (status == STEP_ABANDONED)
+	{
+		stop_reason why = step_stop_requested(run);
+
+		if (why == STOP_SHUTDOWN)
+		{
+			release_lease(w, run);
+			j->outcome = OUTCOME_RELEASE;
+			log_job(PF_LOG_WARN, &run->ids, j, NULL, "%s", "step abandoned at shutdown; message made visible again");
+		}
+		else
+		{
+			j->outcome = OUTCOME_LEAVE;
+			log_job(PF_LOG_WARN, &run->ids, j, NULL, "%s", "step abandoned: another worker holds its lease now");
+		}
+		return;
+	}
+
+	if (status == STEP_SUCCEEDED && store_result(w, ex, run, &result_ref, &err) != PF_OK)
+	{
+		j->outcome = OUTCOME_LEAVE;
+		log_job(PF_LOG_ERROR, &run->ids, j, json_pack("{s:s,s:O}", "code", err.code, "result", run->result),
+				"cannot store the result, message left for a later attempt: %s", err.message);
+		return;
+	}
+	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	{
+		r = pf_error_set(&err, PF_ERR_TRANSIENT, "53300", "no database connection free");
+	}
+	else
+	{
+		if (status == STEP_SUCCEEDED)
+			r = db_complete_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, run->result,
+								 result_ref, &answer, &err);
+		else
+			r = db_fail_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, run->error,
+							 status == STEP_RETRYABLE, &answer, &err);
+		db_release(w->db, pg);
+	}
+	json_decref(result_ref);
+
+	if (r == PF_OK)
+	{
+		json_t	   *fields = json_pack("{s:O,s:i}", "answer", answer, "attempt", run->attempt);
+
+		if (status == STEP_SUCCEEDED)
+			json_object_set(fields, "result", run->result);
+		else
+			json_object_set(fields, "error", run->error);
+		j->outcome = OUTCOME_DELETE;
+		log_job(status == STEP_SUCCEEDED ? PF_LOG_INFO : PF_LOG_WARN, &run->ids, j, fields, "%s",
+				status == STEP_SUCCEEDED ? "step completed" :
+				status == STEP_RETRYABLE ? "step failed, retry left to the database" : "step failed for good");
+	}
+	else if (strcmp(err.code, "PF004") == 0)
+	{
+		/* taken over after our lease expired: the new holder reports */
+		j->outcome = OUTCOME_LEAVE;
+		log_job(PF_LOG_WARN, &run->ids, j, json_pack("{s:s}", "code", err.code),
+				"lease taken over, outcome not recorded: %s", err.message);
+	}
+	else if (strcmp(err.code, "PF006") == 0)
+	{
+		j->outcome = OUTCOME_DELETE;
+		log_job(PF_LOG_ERROR, &run->ids, j,
+				json_pack("{s:s,s:O?,s:O?}", "code", err.code, "result", run->result, "error", run->error),
+				"operation already ended, outcome not recorded: %s", err.message);
+	}
+	else
+	{
+		/* the lease runs out; whoever takes over looks the outcome up */
+		j->outcome = OUTCOME_LEAVE;
+		log_job(PF_LOG_ERROR, &run->ids, j,
+				json_pack("{s:s,s:s,s:O?,s:O?}", "code", err.code, "call", kind, "result", run->result,
+						  "error", run->error),
+				"cannot record the step's outcome: %s", err.message);
+	}
+	json_decref(answer);
+}
+
+static void
+run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *claim, const pf_log_ids *ids)
+{
+	step_run	run;
+	pf_buf		input = PF_BUF_INIT;
+	step_status status;
+
+	memset(&run, 0, sizeof(run));
+	run.event = ev;
+	run.operation_id = ev->operation_id;
+	run.payment_id = claim->payment_id ? claim->payment_id : ev->payment_id;
+	run.idempotency_key = claim->idempotency_key;
+	run.external_ref = claim->external_ref;
+	run.attempt = claim->attempt;
+	run.takeover = claim->takeover;
+	run.ids = *ids;
+	run.w = w;
+	run.ex = ex;
+	run.job = j;
+
+	status = read_input(w, ex, claim, ev, &input, &run);
+	if (status == STEP_SUCCEEDED)
+	{
+		run.input = pf_buf_str(&input);
+		run.input_len = input.len;
+		status = w->role->run(ex->role_thread, &run);
+		if (status == STEP_SUCCEEDED && !json_is_object(run.result))
+		{
+			json_decref(run.result);
+			run.result = NULL;
+			step_set_error(&run, "invalid_result", "the role returned no result object", NULL);
+			status = STEP_PERMANENT;
+		}
+		if ((status == STEP_RETRYABLE || status == STEP_PERMANENT) && run.error == NULL)
+			step_set_error(&run, "error", "the role failed without saying why", NULL);
+	}
+	record_outcome(w, ex, j, &run, status);
+	json_decref(run.result);
+	json_decref(run.error);
+	pf_buf_free(&input);
+}
+
+void
+step_execute(worker *w, executor *ex, job *j)
+{
+	transport_message *m = j->msg;
+	pf_event	ev;
+	char		why[256];
+	pf_event_status st;
+	step_claim	claim;
+	pf_log_ids	ids;
+	pf_error	err;
+	pf_result	r;
+	pf_pg	   *pg;
+
+	j->outcome = OUTCOME_LEAVE;
+	st = pf_event_parse(m->body, m->body_len, &ev, why, sizeof(why));
+	if (st != PF_EVENT_OK)
+	{
+		bad_message(w, j, pf_event_status_name(st), why);
+		pf_event_free(&ev);
+		return;
+	}
+	if (ev.type != w->role->event_type)
+	{
+		snprintf(why, sizeof(why), "a %s event on the queue of the %s role", pf_event_type_name(ev.type),
+				 w->role->name);
+		bad_message(w, j, "unexpected_event_type", why);
+		pf_event_free(&ev);
+		return;
+	}
+	ids.operation_id = ev.operation_id;
+	ids.event_id = ev.event_id;
+	ids.correlation_id = ev.correlation_id;
+
+	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	{
+		log_job(PF_LOG_WARN, &ids, j, NULL, "%s", "no database connection free; message left");
+		pf_event_free(&ev);
+		return;
+	}
+	r = db_claim_step(pg, ev.operation_id, w->role->step, w->cfg.worker_id, w->lease_s, &claim, &err);
+	db_release(w->db, pg);
+	if (r != PF_OK)
+	{
+		if (strcmp(err.code, "PF003") == 0)
+			bad_message(w, j, "unknown_operation", err.message);
+		else
+			log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s}", "code", err.code),
+					"claim_step failed, message left: %s", err.message);
+		pf_event_free(&ev);
+		return;
+	}
+
+	if (strcmp(claim.action, "skip") == 0)
+	{
+		j->outcome = OUTCOME_DELETE;
+		log_job(PF_LOG_INFO, &ids, j, json_pack("{s:s}", "reason", claim.reason), "step skipped (%s), message deleted",
+				claim.reason);
+	}
+	else if (strcmp(claim.action, "busy") == 0)
+	{
+		int			max = w->transport->max_receive_count;
+
+		if (strcmp(claim.reason, "leased") == 0 && max > 0 && m->receive_count >= max)
+		{
+			/*
+			 * A live worker holds the step; should it die, the database
+			 * re-emits the request when its lease expires. This copy would
+			 * only reach the DLQ.
+			 */
+			j->outcome = OUTCOME_DELETE;
+			log_job(PF_LOG_INFO, &ids, j, json_pack("{s:s}", "reason", claim.reason),
+					"%s", "duplicate of a step another worker holds, deleted before it reaches the DLQ");
+		}
+		else
+		{
+			double		left = claim.lease_left_s;
+
+			j->outcome = OUTCOME_HIDE;
+			j->hide_s = left >= 0 ? (int) ceil(left) + 1 : w->visibility_s;
+			if (j->hide_s > MAX_HIDE_SECONDS)
+				j->hide_s = MAX_HIDE_SECONDS;
+			log_job(PF_LOG_INFO, &ids, j, json_pack("{s:s,s:i}", "reason", claim.reason, "hideSeconds", j->hide_s),
+					"step busy (%s), message hidden until the other lease may have expired", claim.reason);
+		}
+	}
+	else if (strcmp(claim.action, "run") == 0)
+	{
+		pthread_mutex_lock(&w->lock);
+		j->claimed = true;
+		memcpy(j->operation_id, ev.operation_id, sizeof(j->operation_id));
+		pthread_mutex_unlock(&w->lock);
+		log_job(PF_LOG_INFO, &ids, j,
+				json_pack("{s:i,s:b,s:s?}", "attempt", claim.attempt, "takeover", claim.takeover,
+						  "externalRef", claim.external_ref),
+				"%s", "step claimed");
+		run_step(w, ex, j, &ev, &claim, &ids);
+	}
+	else
+		log_job(PF_LOG_ERROR, &ids, j, json_pack("{s:s}", "action", claim.action),
+				"%s", "claim_step answered an unknown action; message left");
+	step_claim_free(&claim);
+	pf_event_free(&ev);
+}

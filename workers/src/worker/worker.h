@@ -1,0 +1,304 @@
+/*
+ * worker.h
+ *		payflow-worker: consumes one queue and runs one step of each operation
+ *		(--role payment|postprocess|invoice), correctly when a call takes
+ *		15 minutes, a message arrives twice, or the process dies half-way.
+ *
+ * Threads. The main thread owns the transport (SQS on one curl multi
+ * handle: long-poll receives, deletes, visibility changes) and one
+ * PostgreSQL connection for heartbeats; it never blocks on a step. N
+ * executor threads (PAYFLOW_CONCURRENCY) each run one message at a time
+ * from claim to commit, because the calls they make (ODBC) block; they
+ * borrow PostgreSQL connections from a small pool for the short SQL calls.
+ * Finished messages come back to the main thread through an eventfd, which
+ * sits in one epoll set with a signalfd for SIGTERM/SIGINT: the main thread
+ * sleeps in curl's poll on that single descriptor, and no signal handler
+ * or global variable is needed.
+ *
+ * Leases. Every held message's visibility is renewed every visibility/3
+ * (ChangeMessageVisibilityBatch) and every claimed step's lease in the
+ * same tick (one statement for all): lease = visibility + max(2, v/4), so a
+ * message that comes back from a dead worker finds the step still leased
+ * ("busy"), is hidden for the rest of that lease, and is taken over once
+ * the lease ran out. A message is deleted only after the step's outcome is
+ * committed; retries are scheduled by the database (fail_step), never by
+ * spinning on the message.
+ *
+ *		main.c			arguments, settings, signals, start and exit
+ *		loop.c			the consume loop: receive, dispatch, heartbeats, drain
+ *		executor.c		executor threads and their queue
+ *		step.c			one message: parse, claim, input, role, complete/fail
+ *		db.c			connection pool and payflow's step functions
+ *		transport_sqs.c	the SQS transport
+ *		role_payment.c	the payment role: the legacy DBMS over ODBC
+ */
+#ifndef PAYFLOW_WORKER_H
+#define PAYFLOW_WORKER_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "payflow/config.h"
+#include "payflow/error.h"
+#include "payflow/event.h"
+#include "payflow/log.h"
+#include "payflow/pg.h"
+
+typedef struct worker worker;
+typedef struct job job;
+typedef struct executor executor;
+typedef struct db_pool db_pool;
+
+/* ---- transport: where messages come from (SQS now) ---- */
+
+typedef struct transport_message
+{
+	char	   *id;				/* for logs */
+	char	   *receipt;		/* names the message in deletes and visibility changes */
+	char	   *body;
+	size_t		body_len;
+	int			receive_count;	/* 1 on the first delivery */
+} transport_message;
+
+typedef struct transport transport;
+
+typedef struct transport_ops
+{
+	/* Start receiving up to max messages, hidden for visibility_s; one receive at a time. */
+	void		(*receive) (transport *t, int max, int visibility_s);
+	bool		(*receiving) (const transport *t);
+	/* Fire and forget: a failure is logged; the message then simply comes back. */
+	void		(*delete_messages) (transport *t, transport_message *const *msgs, int n);
+	void		(*set_visibility) (transport *t, transport_message *const *msgs, int n, int seconds);
+	/*
+	 * Run I/O for up to timeout_ms; return early when wake_fd is readable or
+	 * something finished. Received messages are appended to *out (the caller
+	 * owns them and the array).
+	 */
+	void		(*poll) (transport *t, int timeout_ms, int wake_fd, transport_message ***out, int *n_out);
+	/* Deletes and visibility changes still in flight. */
+	int			(*pending) (const transport *t);
+	void		(*destroy) (transport *t);
+} transport_ops;
+
+struct transport
+{
+	const transport_ops *ops;
+	char	   *queue_name;		/* for logs and dead letters */
+	int			max_receive_count;	/* the DLQ's threshold; 0 when none is known */
+};
+
+transport  *transport_sqs_create(const pf_config *cfg, pf_error *err);
+void		transport_message_free(transport_message *m);
+
+/* ---- roles: what a worker does with a message ---- */
+
+typedef enum step_status
+{
+	STEP_SUCCEEDED,				/* run->result holds the step's result */
+	STEP_RETRYABLE,				/* run->error; the database schedules a retry */
+	STEP_PERMANENT,				/* run->error; the operation fails */
+	STEP_ABANDONED				/* stopped (shutdown, lease lost): nothing recorded */
+} step_status;
+
+/* Why a running step is asked to stop. */
+typedef enum stop_reason
+{
+	STOP_NONE = 0,
+	STOP_SHUTDOWN,				/* the drain time ran out */
+	STOP_LEASE_LOST				/* another worker took the step over */
+} stop_reason;
+
+/* One step as a role sees it. */
+typedef struct step_run
+{
+	const pf_event *event;
+	const char *operation_id;
+	const char *payment_id;
+	const char *idempotency_key;	/* "<operation id>:<step>" */
+	const char *external_ref;	/* saved by an earlier attempt (submit-poll), or NULL */
+	int			attempt;
+	bool		takeover;		/* an earlier attempt's lease expired */
+	const char *input;			/* the step's input payload (NUL-terminated) */
+	size_t		input_len;
+	pf_log_ids	ids;
+
+	/* the role's answer */
+	json_t	   *result;			/* STEP_SUCCEEDED: a JSON object */
+	json_t	   *error;			/* STEP_RETRYABLE/PERMANENT: {"code","message",…} */
+
+	/* private to step.c */
+	worker	   *w;
+	executor   *ex;
+	job		   *job;
+} step_run;
+
+typedef struct role_ops
+{
+	const char *name;			/* --role */
+	unsigned	program;		/* PF_PROGRAM_* bit: the settings it requires */
+	pf_event_type event_type;	/* what its queue carries */
+	const char *step;			/* the extension's step name */
+	/* At start-up: check settings, build shared state; NULL with why set. */
+	void	   *(*init) (const pf_config *cfg, char *why, size_t why_len);
+	void		(*cleanup) (void *role);
+	/* Per executor thread (e.g. its ODBC connection). */
+	void	   *(*thread_init) (void *role);
+	void		(*thread_cleanup) (void *thread);
+	step_status (*run) (void *thread, step_run *run);
+	/* From the main thread: make the executor's blocking call return soon. */
+	void		(*interrupt) (void *thread);
+} role_ops;
+
+extern const role_ops payment_role;
+
+/* Services of step.c for roles (executor thread). */
+stop_reason step_stop_requested(step_run *run);
+/* The role starts a blocking call that should end within timeout_s (watchdog). */
+void		step_call_started(step_run *run, int timeout_s);
+void		step_call_finished(step_run *run);
+/* Sleep up to ms; false when woken because the step must stop. */
+bool		step_sleep(step_run *run, int ms);
+/* payflow.save_step_ref: PF_ERR_FINAL with code PF004 when the lease is lost. */
+pf_result	step_save_external_ref(step_run *run, const char *ref, pf_error *err);
+/* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
+void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
+
+/* ---- database: pool and payflow's step functions ---- */
+
+db_pool    *db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop);
+void		db_pool_destroy(db_pool *pool);
+/* A connection for one short piece of work; NULL after timeout_ms. */
+pf_pg	   *db_acquire(db_pool *pool, int timeout_ms);
+void		db_release(db_pool *pool, pf_pg *pg);
+
+typedef struct step_claim
+{
+	char		action[8];		/* run, skip, busy */
+	char		reason[32];		/* skip/busy: why */
+	int			attempt;
+	bool		takeover;
+	char	   *idempotency_key;
+	char	   *external_ref;
+	char	   *payment_id;
+	json_t	   *input;			/* the step's input reference */
+	double		lease_left_s;	/* busy: seconds until the other lease expires; < 0 unknown */
+} step_claim;
+
+pf_result	db_claim_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
+						  int lease_s, step_claim *claim, pf_error *err);
+void		step_claim_free(step_claim *claim);
+pf_result	db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
+							 json_t *result, json_t *result_ref, json_t **answer, pf_error *err);
+pf_result	db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
+						 json_t *error, bool retryable, json_t **answer, pf_error *err);
+pf_result	db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
+							 const char *ref, pf_error *err);
+/* Renew n leases of one step kind in one statement; held[i] false when lost. */
+pf_result	db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *step,
+						 const char *worker_id, int lease_s, bool *held, pf_error *err);
+pf_result	db_record_dead_letter(pf_pg *pg, const char *queue, const char *body, json_t *error,
+								  const char *operation_id, pf_error *err);
+
+/* ---- jobs, executors, the worker ---- */
+
+typedef enum job_outcome
+{
+	OUTCOME_LEAVE = 0,			/* nothing: it comes back when its visibility runs out */
+	OUTCOME_DELETE,				/* handled and committed */
+	OUTCOME_RELEASE,			/* visible again now */
+	OUTCOME_HIDE				/* keep hidden for hide_s (a step leased elsewhere) */
+} job_outcome;
+
+/* One held message, from its receipt until the main thread acts on its outcome. */
+struct job
+{
+	transport_message *msg;
+	int64_t		received_ms;
+
+	/* guarded by worker.lock */
+	executor   *ex;				/* running on, or NULL while queued */
+	bool		claimed;		/* the step's lease is ours: heartbeat it */
+	bool		finished;
+	char		operation_id[PF_OPERATION_ID_LEN + 1];
+	stop_reason stop;
+	int64_t		call_deadline_ms;	/* a blocking call should be over by then; 0: none */
+	bool		interrupted;	/* the watchdog cancelled the current call */
+	job_outcome outcome;
+	int			hide_s;
+	job		   *next;			/* in the queue or the done list */
+
+	/* main thread only */
+	bool		renewals_stopped;	/* a call ignored its cancel: let the lease expire */
+};
+
+struct executor
+{
+	worker	   *w;
+	int			index;
+	pthread_t	thread;
+	bool		started;
+	void	   *role_thread;
+	job		   *current;		/* guarded by worker.lock */
+	void	   *store_s3;		/* lazily: S3 clients of this thread (step.c) */
+};
+
+struct worker
+{
+	pf_config	cfg;
+	const role_ops *role;
+	void	   *role_state;
+	transport  *transport;
+	db_pool    *db;
+	pf_pg	   *heartbeat_pg;	/* main thread */
+	volatile sig_atomic_t db_stop;	/* ends database retry loops at exit */
+
+	int			concurrency;
+	int			visibility_s;
+	int			lease_s;
+	int			heartbeat_ms;
+
+	int			wake_fd;		/* eventfd: a job finished */
+	int			signal_fd;
+	int			epoll_fd;		/* both, for one poll */
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;		/* the queue got a job, or executors must exit */
+	job		   *queue_head;
+	job		   *queue_tail;
+	job		   *done;
+	bool		executors_exit;
+	executor   *executors;
+
+	/* main thread only */
+	job		  **held;
+	int			n_held;
+	int64_t		next_heartbeat_ms;
+	bool		draining;
+	int64_t		drain_deadline_ms;
+	int64_t		abandon_deadline_ms;	/* drain over: calls cancelled, waiting for them */
+	bool		stuck;			/* executors that never returned: no clean-up */
+	long		handled;		/* messages whose outcome was acted on */
+};
+
+worker	   *worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len);
+int			worker_run(worker *w);
+void		worker_destroy(worker *w);
+
+/* executor.c */
+bool		executors_start(worker *w);
+void		executors_stop(worker *w, bool wait);
+void		executor_enqueue(worker *w, job *j);
+/* Take back jobs no executor has started (drain); returns the list. */
+job		   *executor_take_queued(worker *w);
+
+/* step.c: handle one message on an executor; sets j->outcome and j->hide_s. */
+void		step_execute(worker *w, executor *ex, job *j);
+void		step_executor_cleanup(executor *ex);
+
+#endif							/* PAYFLOW_WORKER_H */

@@ -403,7 +403,18 @@ static bool
 drain_progress(worker *w, int64_t now)
 {
 	if (w->n_held == 0)
-		return w->transport->ops->pending(w->transport) == 0 || now >= w->drain_deadline_ms + FLUSH_WAIT_MS;
+	{
+		/*
+		 * A long poll abandoned mid-way may still be handed messages, which
+		 * then stay invisible for a visibility timeout: let it end (what it
+		 * brings is released at once) while the drain time lasts.
+		 */
+		bool		calls = w->transport->ops->pending(w->transport) > 0;
+
+		if (!calls && (!w->transport->ops->receiving(w->transport) || now >= w->drain_deadline_ms))
+			return true;
+		return now >= w->drain_deadline_ms + FLUSH_WAIT_MS;
+	}
 
 	if (now >= w->drain_deadline_ms && w->abandon_deadline_ms == 0)
 	{

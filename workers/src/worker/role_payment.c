@@ -310,7 +310,7 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 	}
 	free(values);
 	pf_log_write(PF_LOG_DEBUG, &run->ids,
-				 json_pack("{s:s,s:I,s:s,s:s?}", "statement", st->what, "ms", (json_int_t) (pf_now_ms() - started),
+				 json_pack("{s:s,s:I,s:s,s:s*}", "statement", st->what, "ms", (json_int_t) (pf_now_ms() - started),
 						   "sqlstate", r == PF_OK ? "00000" : err->code, "legacyRef", legacy_ref),
 				 "legacy %s %s", st->what, r == PF_OK ? "returned" : "failed");
 	return r;
@@ -331,7 +331,7 @@ call_failed(payment_thread *pt, step_run *run, const statement *st, const pf_err
 	}
 	retryable = pf_sqlstate_is_retryable(&pt->role->rules, err->code);
 	step_set_error(run, err->code, err->message,
-				   json_pack("{s:s,s:s,s:s,s:s?}", "source", "legacy", "statement", st->what, "sqlstate", err->code,
+				   json_pack("{s:s,s:s,s:s,s:s*}", "source", "legacy", "statement", st->what, "sqlstate", err->code,
 							 "legacyRef", legacy_ref));
 	return retryable ? STEP_RETRYABLE : STEP_PERMANENT;
 }

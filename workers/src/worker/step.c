@@ -398,7 +398,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	{
 		j->outcome = OUTCOME_DELETE;
 		log_job(PF_LOG_ERROR, &run->ids, j,
-				json_pack("{s:s,s:O?,s:O?}", "code", err.code, "result", run->result, "error", run->error),
+				json_pack("{s:s,s:O*,s:O*}", "code", err.code, "result", run->result, "error", run->error),
 				"operation already ended, outcome not recorded: %s", err.message);
 	}
 	else
@@ -406,7 +406,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		/* the lease runs out; whoever takes over looks the outcome up */
 		j->outcome = OUTCOME_LEAVE;
 		log_job(PF_LOG_ERROR, &run->ids, j,
-				json_pack("{s:s,s:s,s:O?,s:O?}", "code", err.code, "call", kind, "result", run->result,
+				json_pack("{s:s,s:s,s:O*,s:O*}", "code", err.code, "call", kind, "result", run->result,
 						  "error", run->error),
 				"cannot record the step's outcome: %s", err.message);
 	}
@@ -547,7 +547,7 @@ step_execute(worker *w, executor *ex, job *j)
 		memcpy(j->operation_id, ev.operation_id, sizeof(j->operation_id));
 		pthread_mutex_unlock(&w->lock);
 		log_job(PF_LOG_INFO, &ids, j,
-				json_pack("{s:i,s:b,s:s?}", "attempt", claim.attempt, "takeover", claim.takeover,
+				json_pack("{s:i,s:b,s:s*}", "attempt", claim.attempt, "takeover", claim.takeover,
 						  "externalRef", claim.external_ref),
 				"%s", "step claimed");
 		run_step(w, ex, j, &ev, &claim, &ids);

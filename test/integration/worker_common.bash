@@ -9,6 +9,7 @@
 #   wk_init NAME FRONT_PORT BACKEND_PORT [MAX_RECEIVE_COUNT]
 #   wk_start_relay
 #   wk_start_worker NAME [VAR=value...]     sets WK_PID_<NAME>; log in $WK_DIR/NAME.log
+#   wk_kill9 PID
 #   wk_submit PAYMENT_ID [DETAILS_JSON]     prints the operation id
 #   wk_wait_status OP STATUS SECONDS
 #   wk_invariants OP...                     none lost, one charge per completed payment, no duplicates
@@ -113,6 +114,12 @@ wk_start_worker() {
 	# started means listening: its first line says so
 	pf_wait_for 10 grep -q '"payflow-worker started"' "$WK_DIR/$name.log" ||
 		echo "# worker $name did not say it started"
+}
+
+# wk_kill9 PID: as a crash would, and quietly (no "Killed" line from bash)
+wk_kill9() {
+	kill -9 "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
 }
 
 wk_submit() {

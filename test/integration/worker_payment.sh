@@ -15,6 +15,8 @@
 #   poison          garbage and an unknown eventVersion: logged, left to the
 #                   redrive policy, in the DLQ after 3 receives, garbage also
 #                   in payflow.dead_letters; the worker serves on
+#
+# and workers/tests/test_worker_odbc.c against the fixture.
 set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
 
@@ -120,6 +122,15 @@ pf_eq "poison: recorded with record_dead_letter on its last receive" "message|ba
 after=$(wk_submit "$p-after")
 pf_ok "the worker serves on after the poison" wk_wait_status "$after" PAYMENT_COMPLETED 15
 pf_ok "the worker is still running" kill -0 "$WK_PID_w1"
+
+# the ODBC layer itself against psqlODBC: types, SQLSTATEs, time-out, cancel, reconnect
+make -s -C workers build/tests/test_worker_odbc >/dev/null
+workers/build/tests/test_worker_odbc >"$WK_DIR/test_worker_odbc.log" 2>&1 &
+odbc_test=$!
+odbc_rc=0
+wait "$odbc_test" || odbc_rc=$?
+rm -f "/tmp/psqlodbc_test_worker_odbc_$(id -un)$odbc_test.log"
+pf_eq "ODBC layer through psqlODBC ($(tail -n 1 "$WK_DIR/test_worker_odbc.log"))" 0 "$odbc_rc"
 
 wk_invariants "${happy[@]}" "$long" "$transient" "$declined" "$bad" "$after"
 pf_done

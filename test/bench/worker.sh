@@ -1,0 +1,111 @@
+#!/bin/bash
+# How many concurrent long legacy calls one payflow-worker process carries,
+# and what that costs it in memory.  A private cluster (the legacy DBMS
+# fixture lives in it too), the local SQS emulator, the relay, and one
+# payment worker with PAYFLOW_CONCURRENCY = the number of calls; every
+# charge is made slow.  Prints figures; fails only when the pipeline itself
+# broke (an operation not completed, a duplicate charge), never on timing.
+#
+#   BENCH_WORKER_CALLS=256          concurrent blocking calls
+#   BENCH_WORKER_CALL_SECONDS=30    how long each one takes
+#   BENCH_WORKER_VISIBILITY=6       visibility timeout (a heartbeat every 2 s)
+#   PF_BENCH_WORKER_PGPORT=54347
+#
+# Each legacy session of the fixture holds a second (dblink) connection, so
+# N calls need about 2N + N/16 connections: the private cluster gets
+# max_connections = 2N + 100.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+CALLS=${BENCH_WORKER_CALLS:-256}
+CALL_SECONDS=${BENCH_WORKER_CALL_SECONDS:-30}
+export PAYFLOW_VISIBILITY_TIMEOUT=${BENCH_WORKER_VISIBILITY:-6}
+export PF_PGPORT=${PF_BENCH_WORKER_PGPORT:-54347}
+export PF_CLUSTER_DIR=/tmp/payflow-bench-worker-$PF_PGPORT
+
+source test/lib/deps.sh
+source test/lib/cluster.sh
+pf_install_deps
+make -s >/dev/null && make -s install >/dev/null
+# the worker at least; the relay as it builds (or as it was last built)
+make -s -C workers >/dev/null 2>&1 || make -s -C workers bin/payflow-worker >/dev/null
+pf_cluster_destroy
+pf_cluster_start
+pf_psql -Atqc "ALTER SYSTEM SET max_connections = $((2 * CALLS + 100))" >/dev/null
+pf_cluster_stop
+pf_cluster_start
+
+source test/integration/worker_common.bash
+wk_init bench-worker 4677 4678 5
+trap 'wk_cleanup; pf_cluster_destroy' EXIT
+wk_start_relay
+
+legacy -c "SELECT set_fault('slow', seconds => $CALL_SECONDS, count => NULL, fn => 'charge')" >/dev/null
+wk_start_worker bench PAYFLOW_CONCURRENCY="$CALLS" PAYFLOW_LEGACY_TIMEOUT=$((CALL_SECONDS * 4))
+pid=$WK_PID_bench
+rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+
+echo "payflow-worker bench: $CALLS blocking legacy calls of ${CALL_SECONDS}s in one process;"
+echo "max_connections $(q -c 'SHOW max_connections'), visibility ${PAYFLOW_VISIBILITY_TIMEOUT}s (heartbeat every $((PAYFLOW_VISIBILITY_TIMEOUT * 1000 / 3)) ms), $(nproc) cores"
+
+t0=$(date +%s.%N)
+q -c "SELECT count(payflow.submit('bench-' || n, jsonb_build_object('amount', n, 'currency', 'EUR')))
+	  FROM generate_series(1, $CALLS) n" >/dev/null
+
+running_calls() { legacy -c "SELECT count(*) FROM call_log WHERE fn = 'charge' AND ended_at IS NULL"; }
+peak_running=0
+peak_threads=0
+peak_legacy_sessions=0
+peak_db_sessions=0
+deadline=$((SECONDS + CALL_SECONDS * 3 + 60))
+while :; do
+	done_count=$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id LIKE 'bench-%' AND status = 'PAYMENT_COMPLETED'")
+	r=$(running_calls)
+	[ "$r" -gt "$peak_running" ] && peak_running=$r
+	th=$(awk '/Threads/ {print $2}' "/proc/$pid/status")
+	[ "$th" -gt "$peak_threads" ] && peak_threads=$th
+	ls=$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'legacy_client'")
+	[ "$ls" -gt "$peak_legacy_sessions" ] && peak_legacy_sessions=$ls
+	ds=$(q -c "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'payflow-worker%'")
+	[ "$ds" -gt "$peak_db_sessions" ] && peak_db_sessions=$ds
+	[ "$done_count" -ge "$CALLS" ] && break
+	if [ $SECONDS -ge $deadline ]; then
+		echo "bench: only $done_count of $CALLS completed in time"
+		break
+	fi
+	sleep 1
+done
+t1=$(date +%s.%N)
+hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+cpu=$(awk '{print ($14 + $15) / 100}' "/proc/$pid/stat")
+
+redelivered=$(grep -c '"receiveCount":[02-9]' "$WK_DIR/bench.log" || true)
+lost=$(grep -c '"lease lost' "$WK_DIR/bench.log" || true)
+attempts=$(q -c "SELECT count(*) FILTER (WHERE attempt > 1) FROM payflow.steps s JOIN payflow.operations o ON o.id = s.operation_id
+				 WHERE o.payment_id LIKE 'bench-%' AND s.step_name = 'PROCESS_PAYMENT'")
+calls=$(legacy -c "SELECT call_count('charge')")
+max_overlap=$(legacy -c "SELECT max(running) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS running
+						 FROM (SELECT started_at AS at, 1 AS d FROM call_log WHERE fn = 'charge'
+							   UNION ALL SELECT ended_at, -1 FROM call_log WHERE fn = 'charge' AND ended_at IS NOT NULL) e) r")
+span=$(legacy -c "SELECT round(extract(epoch FROM max(ended_at) - min(started_at))::numeric, 1) FROM call_log WHERE fn = 'charge'")
+
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+
+printf '%-52s %s\n' \
+	"operations completed" "$done_count of $CALLS in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s (calls span ${span} s)" \
+	"legacy calls at once (peak seen / from call_log)" "$peak_running / $max_overlap" \
+	"legacy calls made" "$calls" \
+	"redelivered messages / lost leases / attempts > 1" "$redelivered / $lost / $attempts" \
+	"peak RSS (VmHWM)" "$((hwm / 1024)) MiB ($(((hwm - rss_start) / CALLS)) KiB per call over $((rss_start / 1024)) MiB idle)" \
+	"RSS at the end" "$((rss_end / 1024)) MiB" \
+	"threads (peak)" "$peak_threads" \
+	"sessions: legacy_client / payflow-worker (peak)" "$peak_legacy_sessions / $peak_db_sessions" \
+	"worker CPU time" "${cpu} s" \
+	"exit status after SIGTERM" "$rc"
+
+pf_eq "all $CALLS operations completed" "$CALLS" "$done_count"
+pf_eq "no duplicate charges" 0 "$(legacy -c "SELECT count(*) FROM duplicate_charges()")"
+pf_done

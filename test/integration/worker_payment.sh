@@ -10,6 +10,13 @@
 #   transient       two failures (40001), retried by the database with
 #                   back-off until the charge goes through, once
 #   permanent       P0001 "card declined": FAILED, a dead letter, no retry
+#   lost connection the session dies right after the charge (08S01): the
+#                   call runs once more on a new connection, same key, and
+#                   gets the same charge back
+#   timed out, yet charged
+#                   the charge commits, then the call outlives
+#                   PAYFLOW_LEGACY_TIMEOUT (57014): retried by the database,
+#                   the look-up finds the charge, no second call
 #   bad payload     a request whose stored bytes no longer match their
 #                   checksum: PF005, FAILED, no legacy call
 #   poison          garbage and an unknown eventVersion: logged, left to the
@@ -22,12 +29,15 @@ source "$(dirname "$0")/worker_common.bash"
 
 wk_init worker-payment 4671 4672 3
 wk_start_relay
-wk_start_worker w1 PAYFLOW_CONCURRENCY=8
+wk_start_worker w1 PAYFLOW_CONCURRENCY=8 PAYFLOW_LEGACY_TIMEOUT=14
 
 p=wp-$WK_RUN
 legacy -c "SELECT set_fault('slow', payment_id => '$p-long', seconds => 12)" \
 	-c "SELECT set_fault('transient', payment_id => '$p-transient', count => 2)" \
-	-c "SELECT set_fault('permanent', payment_id => '$p-declined')" >/dev/null
+	-c "SELECT set_fault('permanent', payment_id => '$p-declined')" \
+	-c "SELECT set_fault('disconnect', payment_id => '$p-disconnect', fn => 'charge', after_charge => true)" \
+	-c "SELECT set_fault('slow', payment_id => '$p-timeout', seconds => 30, fn => 'charge', after_charge => true)" \
+	>/dev/null
 
 # the bad payload: corrupted after submit, before any worker can read it
 # (the relay only sends after the commit, so lock the row while corrupting)
@@ -43,6 +53,8 @@ done
 long=$(wk_submit "$p-long")
 transient=$(wk_submit "$p-transient")
 declined=$(wk_submit "$p-declined")
+disconnect=$(wk_submit "$p-disconnect")
+timeout=$(wk_submit "$p-timeout")
 
 send_raw() {
 	node --input-type=module -e '
@@ -107,6 +119,24 @@ pf_ok "long call: never redelivered (every line about it has receiveCount 1)" \
 pf_ok "long call: took longer than three visibility timeouts" \
 	test "$(legacy -c "SELECT extract(epoch FROM ended_at - started_at) >= 12 FROM call_log WHERE payment_id = '$p-long'")" = t
 
+pf_ok "lost connection: PAYMENT_COMPLETED" wk_wait_status "$disconnect" PAYMENT_COMPLETED 15
+pf_eq "lost connection: in the first attempt" 1 "$(wk_attempts "$disconnect")"
+pf_eq "lost connection: the call ran twice (session ended, then on a new connection)" "disconnected,ok" \
+	"$(legacy -c "SELECT string_agg(outcome, ',' ORDER BY call_id) FROM call_log
+				  WHERE payment_id = '$p-disconnect'")"
+pf_ok "lost connection: logged" wk_log_has w1 "$disconnect" "legacy connection lost (08S01"
+pf_eq "lost connection: one charge" 1 "$(legacy -c "SELECT charge_count('$p-disconnect')")"
+
+pf_ok "timed out, yet charged: PAYMENT_COMPLETED" wk_wait_status "$timeout" PAYMENT_COMPLETED 30
+pf_eq "timed out, yet charged: the call timed out (57014), then the look-up" "charge 57014,lookup_charge" \
+	"$(legacy -c "SELECT string_agg(fn || coalesce(' ' || sqlstate, ''), ',' ORDER BY call_id) FROM call_log
+				  WHERE payment_id = '$p-timeout'")"
+pf_ok "timed out, yet charged: the look-up found the charge" \
+	wk_log_has w1 "$timeout" '"look-up found the charge of an earlier attempt"'
+pf_eq "timed out, yet charged: attempt 2 completed with that charge" \
+	"2|$(legacy -c "SELECT charge_id FROM charges WHERE payment_id = '$p-timeout'")" \
+	"$(q -c "SELECT attempt, result->>'charge_id' FROM payflow.steps WHERE operation_id = '$timeout' AND step_name = 'PROCESS_PAYMENT'")"
+
 dlq_count() {
 	node test/emulator/sqs-count.mjs "$WK_DLQ_URL" | sed -n 's/.*"visible":\([0-9]*\).*/\1/p'
 }
@@ -132,5 +162,5 @@ wait "$odbc_test" || odbc_rc=$?
 rm -f "/tmp/psqlodbc_test_worker_odbc_$(id -un)$odbc_test.log"
 pf_eq "ODBC layer through psqlODBC ($(tail -n 1 "$WK_DIR/test_worker_odbc.log"))" 0 "$odbc_rc"
 
-wk_invariants "${happy[@]}" "$long" "$transient" "$declined" "$bad" "$after"
+wk_invariants "${happy[@]}" "$long" "$transient" "$declined" "$bad" "$after" "$disconnect" "$timeout"
 pf_done

@@ -456,11 +456,15 @@ drain_progress(worker *w, int64_t now)
 				ids[n_ids++] = j->operation_id;
 		}
 		pthread_mutex_unlock(&w->lock);
-		release_messages(w, rel, n_rel);
-		if (n_ids > 0)
-			db_heartbeat(w->heartbeat_pg, ids, n_ids, w->role->step, w->cfg.worker_id, 1, held, &err);
-		pf_log_error(NULL, "%d step(s) did not return after their cancel; released, exiting without them", n_rel);
-		w->stuck = true;
+		if (n_rel > 0)
+		{
+			release_messages(w, rel, n_rel);
+			if (n_ids > 0)
+				db_heartbeat(w->heartbeat_pg, ids, n_ids, w->role->step, w->cfg.worker_id, 1, held, &err);
+			pf_log_error(NULL, "%d step(s) did not return after their cancel; released, exiting without them",
+						 n_rel);
+			w->stuck = true;
+		}
 		free(rel);
 		free(ids);
 		free(held);

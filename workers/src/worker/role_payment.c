@@ -301,9 +301,25 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 		r = bind_values(st, run, legacy_ref, values, err);
 	if (r == PF_OK)
 	{
+		bool		reused = pf_odbc_connected(pt->odbc);
+
 		/* the watchdog allows the connect too */
 		step_call_started(run, timeout_s + pt->role->cfg->legacy_connect_timeout);
 		r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, err);
+		if (r != PF_OK && reused && pf_sqlstate_is_connection_error(err->code) &&
+			step_stop_requested(run) == STOP_NONE)
+		{
+			/*
+			 * A connection that sat idle may have been dropped by the DBMS
+			 * (a restart, an idle time-out). Once more on a new one rather
+			 * than spend an attempt: the call carries the step's idempotency
+			 * key, so even one that did reach the DBMS is not repeated.
+			 */
+			pf_log_warn(&run->ids, "legacy connection lost (%s: %s); %s again on a new connection", err->code,
+						err->message, st->what);
+			step_call_started(run, timeout_s + pt->role->cfg->legacy_connect_timeout);
+			r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, err);
+		}
 		step_call_finished(run);
 		for (int i = 0; i < n; i++)
 			free(values[i]);

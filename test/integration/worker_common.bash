@@ -72,9 +72,8 @@ wk_cleanup() {
 	local pid user
 	user=$(id -un)
 	for pid in "${WK_PIDS[@]}"; do
-		kill -9 "$pid" 2>/dev/null || true
+		wk_kill9 "$pid"
 	done
-	wait 2>/dev/null || true
 	# psqlODBC's CommLog (on in Debian's odbcinst.ini): one file per process
 	for pid in "${WK_PIDS[@]}"; do
 		rm -f "/tmp/psqlodbc_payflow-worker_$user$pid.log"

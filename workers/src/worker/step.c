@@ -382,10 +382,14 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 			json_object_set(fields, "result", run->result);
 		else
 			json_object_set(fields, "error", run->error);
+		const char *action = json_string_value(json_object_get(answer, "action"));
+
 		j->outcome = OUTCOME_DELETE;
 		log_job(status == STEP_SUCCEEDED ? PF_LOG_INFO : PF_LOG_WARN, &run->ids, j, fields, "%s",
 				status == STEP_SUCCEEDED ? "step completed" :
-				status == STEP_RETRYABLE ? "step failed, retry left to the database" : "step failed for good");
+				action && strcmp(action, "retry") == 0 ? "step failed, retry left to the database" :
+				status == STEP_RETRYABLE ? "step failed, no attempts left: operation failed" :
+				"step failed for good: operation failed");
 	}
 	else if (strcmp(err.code, "PF004") == 0)
 	{

@@ -1,0 +1,77 @@
+#!/bin/bash
+# The claim check in S3, both ways: requests submitted with
+# payflow.submit_ref point at objects in the emulator's bucket, and a
+# payment worker with PAYFLOW_STORE=s3 reads them there (checksum verified)
+# and writes its result there (complete_step gets the reference).
+#
+#   good        read, charged once, result object in S3 whose sha256 and
+#               size match the step's result_ref
+#   corrupt     the object does not hash to the submitted checksum: PF005,
+#               FAILED, no legacy call
+#   missing     no such object: FAILED (payload_missing), no legacy call
+set -euo pipefail
+source "$(dirname "$0")/worker_common.bash"
+
+wk_init worker-s3 4679 4680 5
+wk_start_relay
+p=ws-$WK_RUN
+
+# s3 put KEY FILE | s3 get KEY FILE, with the AWS SDK for JavaScript
+s3() {
+	node --input-type=module -e '
+		import { readFileSync, writeFileSync } from "node:fs";
+		import { clientCredentials, clientRegion, requireFromCache } from "./test/emulator/emulator-config.mjs";
+		const { S3Client, PutObjectCommand, GetObjectCommand } = requireFromCache("@aws-sdk/client-s3");
+		const [op, key, file] = process.argv.slice(1);
+		const s3 = new S3Client({ endpoint: process.env.AWS_ENDPOINT_URL, region: clientRegion(),
+								  credentials: clientCredentials(), forcePathStyle: true });
+		const Bucket = process.env.PAYFLOW_S3_BUCKET;
+		if (op === "put")
+			await s3.send(new PutObjectCommand({ Bucket, Key: key, Body: readFileSync(file) }));
+		else
+			writeFileSync(file, await (await s3.send(new GetObjectCommand({ Bucket, Key: key }))).Body.transformToByteArray());
+	' "$@"
+}
+sum_of() { echo "sha256:$(sha256sum "$1" | cut -d' ' -f1)"; }
+size_of() { wc -c <"$1" | tr -d ' '; }
+
+printf '{"amount": 4.20, "currency": "EUR"}' >"$WK_DIR/good.json"
+printf '{"amount": 5, "currency": "EUR"}' >"$WK_DIR/corrupt.json"
+printf '{"amount": 5000, "currency": "EUR"}' >"$WK_DIR/tampered.json"
+s3 put "requests/$p-good.json" "$WK_DIR/good.json"
+s3 put "requests/$p-corrupt.json" "$WK_DIR/tampered.json"
+
+submit_ref() {
+	q -c "SELECT payflow.submit_ref('$1', 's3', '$2', '$3', $4)"
+}
+good=$(submit_ref "$p-good" "requests/$p-good.json" "$(sum_of "$WK_DIR/good.json")" "$(size_of "$WK_DIR/good.json")")
+corrupt=$(submit_ref "$p-corrupt" "requests/$p-corrupt.json" "$(sum_of "$WK_DIR/corrupt.json")" \
+	"$(size_of "$WK_DIR/tampered.json")")
+missing=$(submit_ref "$p-missing" "requests/$p-missing.json" "$(sum_of "$WK_DIR/good.json")" 10)
+
+wk_start_worker w1 PAYFLOW_STORE=s3
+
+pf_ok "good: PAYMENT_COMPLETED" wk_wait_status "$good" PAYMENT_COMPLETED 20
+pf_eq "good: charged once, the amount as stored in S3" "1|4.20" \
+	"$(legacy -c "SELECT count(*), max(amount) FROM charges WHERE payment_id = '$p-good'")"
+ref=$(q -c "SELECT result_ref FROM payflow.steps WHERE operation_id = '$good' AND step_name = 'PROCESS_PAYMENT'")
+pf_eq "good: the result's reference names S3" "s3|payments/$good/payment-result.json" \
+	"$(q -c "SELECT '$ref'::jsonb->>'store', '$ref'::jsonb->>'key'")"
+s3 get "payments/$good/payment-result.json" "$WK_DIR/result.json"
+pf_eq "good: the result object matches its reference (sha256 and size)" \
+	"$(q -c "SELECT '$ref'::jsonb->>'checksum', '$ref'::jsonb->>'size'")" \
+	"$(sum_of "$WK_DIR/result.json")|$(size_of "$WK_DIR/result.json")"
+pf_ok "good: the result object holds the charge" grep -q '"charge_id":"ch_' "$WK_DIR/result.json"
+pf_eq "good: the next event carries that reference" "$ref" \
+	"$(q -c "SELECT input_ref FROM payflow.steps WHERE operation_id = '$good' AND step_name = 'POST_PROCESS'")"
+
+pf_ok "corrupt: FAILED" wk_wait_status "$corrupt" FAILED 20
+pf_eq "corrupt: PF005" PF005 "$(q -c "SELECT last_error->>'code' FROM payflow.steps WHERE operation_id = '$corrupt' AND step_name = 'PROCESS_PAYMENT'")"
+pf_ok "missing: FAILED" wk_wait_status "$missing" FAILED 20
+pf_eq "missing: payload_missing" payload_missing \
+	"$(q -c "SELECT last_error->>'code' FROM payflow.steps WHERE operation_id = '$missing' AND step_name = 'PROCESS_PAYMENT'")"
+pf_eq "corrupt, missing: the legacy DBMS never called" 0 \
+	"$(legacy -c "SELECT count(*) FROM call_log WHERE payment_id IN ('$p-corrupt', '$p-missing')")"
+
+wk_invariants "$good" "$corrupt" "$missing"
+pf_done

@@ -451,6 +451,7 @@ drain_progress(worker *w, int64_t now)
 
 			if (j->finished)
 				continue;
+			j->renewals_stopped = true; /* released: the heartbeat must not hide it again */
 			rel[n_rel++] = j->msg;
 			if (j->claimed)
 				ids[n_ids++] = j->operation_id;

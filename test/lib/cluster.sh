@@ -42,7 +42,9 @@ pf_cluster_start() {
 		log_min_messages = warning
 		log_line_prefix = '%m [%p] %q%a '
 		CONF
-		${PF_CLUSTER_EXTRA_CONF:+echo "$PF_CLUSTER_EXTRA_CONF" >>"$data/postgresql.conf"}
+		if [ -n "${PF_CLUSTER_EXTRA_CONF:-}" ]; then
+			echo "$PF_CLUSTER_EXTRA_CONF" >>"$data/postgresql.conf"
+		fi
 	fi
 	pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
 	if ! pf_as_postgres "$PF_PGBIN/psql" -h "$PGHOST" -p "$PF_PGPORT" -U postgres -d postgres -Atqc \

@@ -7,6 +7,7 @@
  */
 #include "payflow/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,12 @@ static struct
 	int			next_evict;
 	char	   *secrets[MAX_SECRETS];
 }			logger = {"payflow", PF_LOG_INFO, NULL, 0, PERMANENT_SECRETS, {NULL}};
+
+/*
+ * The worker's executor threads log while the main thread may register a
+ * refreshed credential: the secrets list is read and changed under a lock.
+ */
+static pthread_mutex_t secrets_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void
 pf_log_init(const char *component, pf_log_level level)
@@ -115,28 +122,31 @@ pf_log_add_secret(const char *secret)
 
 	if (secret == NULL || strlen(secret) < MIN_SECRET_LEN)
 		return;
-	remember_secret(secret);
-
 	/* The value as it appears inside a JSON string, without the quotes. */
 	s = json_string(secret);
-	if (s == NULL)
-		return;
-	escaped = json_dumps(s, JSON_ENCODE_ANY);
+	escaped = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
 	json_decref(s);
+
+	pthread_mutex_lock(&secrets_lock);
+	remember_secret(secret);
 	if (escaped && strlen(escaped) > 2)
 	{
 		escaped[strlen(escaped) - 1] = '\0';
 		remember_secret(escaped + 1);
 	}
+	pthread_mutex_unlock(&secrets_lock);
 	free(escaped);
 }
 
 void
 pf_log_forget_secrets(void)
 {
+	pthread_mutex_lock(&secrets_lock);
 	for (int i = 0; i < logger.n_secrets; i++)
 		free(logger.secrets[i]);
 	logger.n_secrets = 0;
+	logger.next_evict = PERMANENT_SECRETS;
+	pthread_mutex_unlock(&secrets_lock);
 }
 
 /* Replace every registered secret in text. */
@@ -305,7 +315,9 @@ pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields, const ch
 		return;
 	pf_buf_append_str(&line, encoded);
 	free(encoded);
+	pthread_mutex_lock(&secrets_lock);
 	redact(&line);
+	pthread_mutex_unlock(&secrets_lock);
 	pf_buf_append_char(&line, '\n');
 
 	fwrite(line.data, 1, line.len, stream);

@@ -112,6 +112,10 @@ typedef struct pf_config
 	int			poll_interval_ms;
 	int			http_connect_timeout_ms;
 	int			http_timeout_ms;
+	int			invoice_timeout_ms;
+	int			invoice_tls_verify; /* 0 false, 1 true */
+	int			postprocess_timeout_ms;
+	int			postprocess_tls_verify;
 } pf_config;
 
 /*

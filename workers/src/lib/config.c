@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "payflow/buf.h"
+#include "payflow/http_call.h"
 #include "payflow/sqlstate_rules.h"
 
 typedef enum setting_type
@@ -103,6 +104,11 @@ static const setting settings[] = {
 	{"PAYFLOW_POLL_INTERVAL_MS", T_INT, AT(poll_interval_ms), NONE, "1000", false, NULL, 10, 600000, NULL},
 	{"PAYFLOW_HTTP_CONNECT_TIMEOUT_MS", T_INT, AT(http_connect_timeout_ms), NONE, "3000", false, NULL, 100, 60000, NULL},
 	{"PAYFLOW_HTTP_TIMEOUT_MS", T_INT, AT(http_timeout_ms), NONE, "30000", false, NULL, 100, 3600000, NULL},
+	/* a call to the invoice API or an HTTP hook: the whole call, connect included */
+	{"PAYFLOW_INVOICE_TIMEOUT_MS", T_INT, AT(invoice_timeout_ms), NONE, "30000", false, NULL, 100, 3600000, NULL},
+	{"PAYFLOW_INVOICE_TLS_VERIFY", T_ENUM, AT(invoice_tls_verify), NONE, "true", false, "false|true", 0, 0, NULL},
+	{"PAYFLOW_POSTPROCESS_TIMEOUT_MS", T_INT, AT(postprocess_timeout_ms), NONE, "30000", false, NULL, 100, 3600000, NULL},
+	{"PAYFLOW_POSTPROCESS_TLS_VERIFY", T_ENUM, AT(postprocess_tls_verify), NONE, "true", false, "false|true", 0, 0, NULL},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -484,6 +490,15 @@ check_combinations(loader *ld, pf_config *cfg, unsigned programs)
 		return failf(ld, "missing PAYFLOW_POSTPROCESS_FUNCTION: set it or PAYFLOW_POSTPROCESS_URL");
 	if ((programs & PF_PROGRAM_POSTPROCESS) && cfg->postprocess_function && cfg->postprocess_url)
 		return failf(ld, "invalid PAYFLOW_POSTPROCESS_URL: set PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL, not both");
+	/* unverified TLS only where no network lies between (a local proxy or stand-in) */
+	if ((programs & PF_PROGRAM_INVOICE) && !cfg->invoice_tls_verify && cfg->invoice_url &&
+		!pf_url_is_loopback(cfg->invoice_url))
+		return failf(ld, "invalid PAYFLOW_INVOICE_TLS_VERIFY: false is accepted only for a loopback "
+					 "PAYFLOW_INVOICE_URL (localhost, 127.0.0.0/8, [::1])");
+	if ((programs & PF_PROGRAM_POSTPROCESS) && !cfg->postprocess_tls_verify && cfg->postprocess_url &&
+		!pf_url_is_loopback(cfg->postprocess_url))
+		return failf(ld, "invalid PAYFLOW_POSTPROCESS_TLS_VERIFY: false is accepted only for a loopback "
+					 "PAYFLOW_POSTPROCESS_URL (localhost, 127.0.0.0/8, [::1])");
 	if (programs & PF_PROGRAM_PAYMENT)
 	{
 		if (cfg->legacy_mode == PF_LEGACY_BLOCKING && cfg->legacy_call == NULL)

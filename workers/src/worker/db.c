@@ -103,8 +103,8 @@ db_release(db_pool *pool, pf_pg *pg)
 }
 
 /* Run a statement returning one jsonb value; *out is the parsed value. */
-static pf_result
-exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **out, pf_error *err)
+pf_result
+db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **out, pf_error *err)
 {
 	PGresult   *res;
 	pf_result	r = pf_pg_exec(pg, sql, nparams, values, &res, err);
@@ -185,16 +185,14 @@ step_claim_free(step_claim *claim)
 }
 
 pf_result
-db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, json_t *result,
+db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, const char *result,
 				 json_t *result_ref, json_t **answer, pf_error *err)
 {
-	char	   *result_text = json_dumps(result, JSON_COMPACT);
 	char	   *ref_text = result_ref ? json_dumps(result_ref, JSON_COMPACT) : NULL;
-	const char *values[5] = {operation_id, step, worker_id, result_text, ref_text};
+	const char *values[5] = {operation_id, step, worker_id, result, ref_text};
 	pf_result	r;
 
-	r = exec_json(pg, "SELECT payflow.complete_step($1, $2, $3, $4::jsonb, $5::jsonb)", 5, values, answer, err);
-	free(result_text);
+	r = db_exec_json(pg, "SELECT payflow.complete_step($1, $2, $3, $4::jsonb, $5::jsonb)", 5, values, answer, err);
 	free(ref_text);
 	return r;
 }
@@ -207,7 +205,7 @@ db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *
 	const char *values[5] = {operation_id, step, worker_id, error_text, retryable ? "true" : "false"};
 	pf_result	r;
 
-	r = exec_json(pg, "SELECT payflow.fail_step($1, $2, $3, $4::jsonb, $5::boolean)", 5, values, answer, err);
+	r = db_exec_json(pg, "SELECT payflow.fail_step($1, $2, $3, $4::jsonb, $5::boolean)", 5, values, answer, err);
 	free(error_text);
 	return r;
 }

@@ -16,14 +16,17 @@
 
 #include "worker.h"
 
-static const role_ops *const roles[] = {&payment_role, NULL};
+static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, NULL};
 
 static void
 usage(FILE *out)
 {
-	fprintf(out, "usage: payflow-worker --role payment [--check-role]\n"
-			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation.\n"
-			"The postprocess and invoice roles are not available yet.\n");
+	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice [--check-role]\n"
+			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation:\n"
+			"  payment      PROCESS_PAYMENT through the legacy DBMS (PAYFLOW_LEGACY_*)\n"
+			"  postprocess  POST_PROCESS with PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL\n"
+			"  invoice      CREATE_INVOICE at PAYFLOW_INVOICE_URL\n"
+			"--check-role exits 0 when the role exists, without starting.\n");
 }
 
 static const role_ops *

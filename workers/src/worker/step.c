@@ -145,6 +145,35 @@ step_set_error(step_run *run, const char *code, const char *message, json_t *ext
 	run->error = e;
 }
 
+pf_result
+step_complete_with_sql(step_run *run, const char *sql, int n_extra, const char *const *extra, pf_error *err)
+{
+	worker	   *w = run->w;
+	const char **values = pf_calloc((size_t) n_extra + 2, sizeof(char *));
+	json_t	   *answer = NULL;
+	pf_pg	   *pg;
+	pf_result	r;
+
+	values[0] = run->operation_id;
+	values[1] = w->cfg.worker_id;
+	for (int i = 0; i < n_extra; i++)
+		values[2 + i] = extra[i];
+	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+		r = pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free");
+	else
+	{
+		r = db_exec_json(pg, sql, n_extra + 2, values, &answer, err);
+		db_release(w->db, pg);
+	}
+	free(values);
+	if (r == PF_OK)
+	{
+		json_decref(run->completion);
+		run->completion = answer;
+	}
+	return r;
+}
+
 /* ---- one message ---- */
 
 /* A log line about a message: its id and receive count ride along. */
@@ -278,30 +307,42 @@ read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev,
 	return STEP_SUCCEEDED;
 }
 
+/*
+ * The payload name the extension gives a step's result
+ * (payflow.step_definitions.result_name); NULL: kept inline only.
+ */
+static const char *
+result_payload_name(const char *step)
+{
+	if (strcmp(step, "PROCESS_PAYMENT") == 0)
+		return "payment-result.json";
+	if (strcmp(step, "POST_PROCESS") == 0)
+		return "invoice-input.json";
+	return NULL;
+}
+
 /* With PAYFLOW_STORE=s3 the result goes to S3 and complete_step gets its ref. */
 static pf_result
-store_result(worker *w, executor *ex, step_run *run, json_t **result_ref, pf_error *err)
+store_result(worker *w, executor *ex, step_run *run, const char *text, json_t **result_ref, pf_error *err)
 {
+	const char *name = result_payload_name(w->role->step);
 	pf_s3	   *s3;
 	pf_store   *store;
 	pf_payload_ref ref;
-	char	   *text;
 	pf_result	r;
 
 	*result_ref = NULL;
-	if (w->cfg.store != PF_STORE_S3)
-		return PF_OK;			/* the extension writes it into its own store */
+	if (w->cfg.store != PF_STORE_S3 || name == NULL)
+		return PF_OK;			/* the extension writes it into its own store, or keeps it inline */
 	if ((s3 = executor_s3_client(w, ex, err)) == NULL)
 		return err->result;
 	store = pf_store_create(NULL, s3, &w->cfg);
-	text = json_dumps(run->result, JSON_COMPACT);
-	r = pf_store_write(store, run->operation_id, "payment-result.json", text, strlen(text), &ref, err);
+	r = pf_store_write(store, run->operation_id, name, text, strlen(text), &ref, err);
 	if (r == PF_OK)
 	{
 		*result_ref = pf_payload_ref_to_json(&ref);
 		pf_payload_ref_free(&ref);
 	}
-	free(text);
 	pf_store_destroy(store);
 	return r;
 }
@@ -329,9 +370,18 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	const char *kind = status == STEP_SUCCEEDED ? "complete_step" : "fail_step";
 	json_t	   *answer = NULL;
 	json_t	   *result_ref = NULL;
+	char	   *text = NULL;
 	pf_error	err;
 	pf_result	r;
 	pf_pg	   *pg;
+
+	if (status == STEP_COMMITTED)
+	{
+		j->outcome = OUTCOME_DELETE;
+		log_job(PF_LOG_INFO, &run->ids, j, json_pack("{s:O,s:i}", "answer", run->completion, "attempt", run->attempt),
+				"%s", "step completed");
+		return;
+	}
 
 	if (status == STEP_ABANDONED)
 	{
@@ -351,11 +401,14 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		return;
 	}
 
-	if (status == STEP_SUCCEEDED && store_result(w, ex, run, &result_ref, &err) != PF_OK)
+	if (status == STEP_SUCCEEDED)
+		text = run->result_text ? pf_strdup(run->result_text) : json_dumps(run->result, JSON_COMPACT);
+	if (status == STEP_SUCCEEDED && store_result(w, ex, run, text, &result_ref, &err) != PF_OK)
 	{
 		j->outcome = OUTCOME_LEAVE;
 		log_job(PF_LOG_ERROR, &run->ids, j, json_pack("{s:s,s:O}", "code", err.code, "result", run->result),
 				"cannot store the result, message left for a later attempt: %s", err.message);
+		free(text);
 		return;
 	}
 	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
@@ -365,7 +418,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	else
 	{
 		if (status == STEP_SUCCEEDED)
-			r = db_complete_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, run->result,
+			r = db_complete_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, text,
 								 result_ref, &answer, &err);
 		else
 			r = db_fail_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, run->error,
@@ -373,6 +426,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		db_release(w->db, pg);
 	}
 	json_decref(result_ref);
+	free(text);
 
 	if (r == PF_OK)
 	{
@@ -450,12 +504,19 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 			step_set_error(&run, "invalid_result", "the role returned no result object", NULL);
 			status = STEP_PERMANENT;
 		}
+		if (status == STEP_COMMITTED && run.completion == NULL)
+		{
+			step_set_error(&run, "not_committed", "the role said it completed the step, but did not", NULL);
+			status = STEP_RETRYABLE;
+		}
 		if ((status == STEP_RETRYABLE || status == STEP_PERMANENT) && run.error == NULL)
 			step_set_error(&run, "error", "the role failed without saying why", NULL);
 	}
 	record_outcome(w, ex, j, &run, status);
 	json_decref(run.result);
+	free(run.result_text);
 	json_decref(run.error);
+	json_decref(run.completion);
 	pf_buf_free(&input);
 }
 

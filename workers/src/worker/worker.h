@@ -31,6 +31,8 @@
  *		db.c			connection pool and payflow's step functions
  *		transport_sqs.c	the SQS transport
  *		role_payment.c	the payment role: the legacy DBMS over ODBC
+ *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook
+ *		role_invoice.c	the invoice role: the invoice API over HTTP(S)
  */
 #ifndef PAYFLOW_WORKER_H
 #define PAYFLOW_WORKER_H
@@ -103,7 +105,8 @@ typedef enum step_status
 	STEP_SUCCEEDED,				/* run->result holds the step's result */
 	STEP_RETRYABLE,				/* run->error; the database schedules a retry */
 	STEP_PERMANENT,				/* run->error; the operation fails */
-	STEP_ABANDONED				/* stopped (shutdown, lease lost): nothing recorded */
+	STEP_ABANDONED,				/* stopped (shutdown, lease lost): nothing recorded */
+	STEP_COMMITTED				/* the role completed the step itself (step_complete_with_sql) */
 } step_status;
 
 /* Why a running step is asked to stop. */
@@ -130,9 +133,16 @@ typedef struct step_run
 
 	/* the role's answer */
 	json_t	   *result;			/* STEP_SUCCEEDED: a JSON object */
+	/*
+	 * STEP_SUCCEEDED, optional: the same object as the text to store (owned,
+	 * freed by step.c), so numbers from an external answer keep their digits
+	 * ("12.50" never passes through a double); result is then for the logs.
+	 */
+	char	   *result_text;
 	json_t	   *error;			/* STEP_RETRYABLE/PERMANENT: {"code","message",…} */
 
 	/* private to step.c */
+	json_t	   *completion;		/* STEP_COMMITTED: complete_step's answer */
 	worker	   *w;
 	executor   *ex;
 	job		   *job;
@@ -156,6 +166,8 @@ typedef struct role_ops
 } role_ops;
 
 extern const role_ops payment_role;
+extern const role_ops postprocess_role;
+extern const role_ops invoice_role;
 
 /* Services of step.c for roles (executor thread). */
 stop_reason step_stop_requested(step_run *run);
@@ -168,6 +180,16 @@ bool		step_sleep(step_run *run, int ms);
 pf_result	step_save_external_ref(step_run *run, const char *ref, pf_error *err);
 /* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
 void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
+/*
+ * Complete the step with the role's own statement, for work that must
+ * commit in complete_step's transaction (a SQL post-processing hook). $1 is
+ * the operation id, $2 the worker id, $3… the extra values; the statement
+ * returns payflow.complete_step's answer. PF_OK: committed, the role
+ * returns STEP_COMMITTED. Otherwise err says why (its SQLSTATE in code,
+ * PF004 when the lease was lost) and nothing was committed.
+ */
+pf_result	step_complete_with_sql(step_run *run, const char *sql, int n_extra, const char *const *extra,
+								   pf_error *err);
 
 /* ---- database: pool and payflow's step functions ---- */
 
@@ -194,7 +216,10 @@ pf_result	db_claim_step(pf_pg *pg, const char *operation_id, const char *step, c
 						  int lease_s, step_claim *claim, pf_error *err);
 void		step_claim_free(step_claim *claim);
 pf_result	db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
-							 json_t *result, json_t *result_ref, json_t **answer, pf_error *err);
+							 const char *result, json_t *result_ref, json_t **answer, pf_error *err);
+/* A statement returning one jsonb value, parsed into *answer. */
+pf_result	db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **answer,
+						 pf_error *err);
 pf_result	db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
 						 json_t *error, bool retryable, json_t **answer, pf_error *err);
 pf_result	db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,

@@ -91,34 +91,23 @@ stats_json(const relay *r)
 					 "queued", r->queued);
 }
 
-/* Room for more claimed events: free calls times ten, less what already waits. */
+/*
+ * How many rows to claim now: claims run ahead of the calls, so each claim
+ * fetches many rows (up to ten per call in flight) while the calls are fed
+ * from the queue. Zero while the queue is still half full.
+ */
 static int
 claim_room(const relay *r)
 {
-	return (r->max_in_flight - r->in_flight) * PF_SQS_MAX_BATCH - r->queued;
+	int			batch = r->max_in_flight * PF_SQS_MAX_BATCH;
+
+	return r->queued * 2 <= batch ? batch - r->queued : 0;
 }
 
 static int
 min_int(int a, int b)
 {
 	return a < b ? a : b;
-}
-
-/* Read notifications that arrived; true when at least one did. */
-static bool
-woken(relay *r)
-{
-	int			count = 0;
-	pf_error	err;
-
-	if (pf_pg_socket(r->pg) < 0)
-		return false;
-	if (pf_pg_take_notifications(r->pg, &count, &err) != PF_OK)
-	{
-		pf_log_warn(NULL, "%s; reconnecting at the next claim", err.message);
-		return true;			/* claim soon: that reconnects and listens again */
-	}
-	return count > 0;
 }
 
 static bool
@@ -128,21 +117,22 @@ outcomes_pending(const relay *r)
 }
 
 /*
- * The loop. Each turn: note wake-ups, start queued batches, claim when
- * there is room and a reason (a wake-up, a full previous claim, finished
- * calls, the poll interval), wait for a call to finish or the database
- * socket or the next deadline, then write the outcomes.
+ * The loop. Each turn: read the database's answer and notifications, start
+ * queued batches, send the database what is due (outcomes, and a claim when
+ * there is room and a reason: a wake-up, a full claim, acked rows, finished
+ * calls, the poll interval), then wait for a call to finish, the database
+ * socket or the next deadline.
  */
 static int
 relay_run(relay *r)
 {
-	bool		claim_wanted = true;
 	bool		stopping = false;
 	int64_t		next_poll_ms = 0;
 	int64_t		drain_deadline_ms = 0;
 	int64_t		next_stats_ms = pf_now_ms() + STATS_INTERVAL_MS;
 	long		last_stats_sent = 0;
 
+	r->claim_wanted = true;
 	for (;;)
 	{
 		int64_t		now = pf_now_ms();
@@ -160,7 +150,7 @@ relay_run(relay *r)
 		}
 		if (stopping)
 		{
-			if (r->in_flight == 0 && r->queued == 0 && !outcomes_pending(r))
+			if (r->in_flight == 0 && r->queued == 0 && !outcomes_pending(r) && !r->db.active)
 				break;
 			if (now >= drain_deadline_ms)
 			{
@@ -171,68 +161,53 @@ relay_run(relay *r)
 			}
 		}
 
-		if (woken(r))
-			claim_wanted = true;
-
+		if (relay_db_poll(r) > 0)
+			r->claim_wanted = true;
 		relay_start_batches(r);
-		room = claim_room(r);
-		if (!stopping && room > 0 && (claim_wanted || now >= next_poll_ms) && relay_db_ready(r))
-		{
-			int			got = relay_claim(r, room);
 
-			next_poll_ms = pf_now_ms() + r->cfg.poll_interval_ms;
-			/* a full claim means more is waiting: claim again as soon as there is room */
-			claim_wanted = got == room;
-			if (got > 0)
+		room = stopping ? 0 : claim_room(r);
+		if (relay_db_ready(r))
+		{
+			bool		claim = room > 0 && (r->claim_wanted || now >= next_poll_ms);
+
+			if (claim || outcomes_pending(r))
+			{
+				if (claim)
+				{
+					r->claim_wanted = false;
+					next_poll_ms = now + r->cfg.poll_interval_ms;
+				}
+				relay_db_send(r, claim ? room : 0);
 				relay_start_batches(r);
-			room = claim_room(r);
+			}
 		}
+		else if (stopping && !r->db.active && outcomes_pending(r))
+			relay_outcomes_abandon(r);	/* the database failed: do not wait for it */
 
 		/* how long to wait for a call to finish or the socket to wake us */
 		now = pf_now_ms();
-		if (!stopping && claim_wanted && room > 0 && relay_db_ready(r))
+		room = stopping ? 0 : claim_room(r);
+		timeout = MAX_WAIT_MS;
+		if (relay_db_ready(r) && (outcomes_pending(r) || (room > 0 && r->claim_wanted)))
 			timeout = 0;
-		else
+		else if (!r->db.active)
 		{
-			timeout = MAX_WAIT_MS;
-			if (!stopping && room > 0)
+			if (room > 0)
 				timeout = min_int(timeout, (int) (next_poll_ms > now ? next_poll_ms - now : 0));
-			if (!relay_db_ready(r))
+			if (now < r->db_retry_at_ms)
 				timeout = min_int(timeout, (int) (r->db_retry_at_ms - now));
 		}
 		if (timeout < 1 && pf_aws_pending(r->aws) > 0)
 			timeout = 1;		/* a zero wait would not move the transfers */
-		pgsock = pf_pg_socket(r->pg);
+		pgsock = relay_db_socket(r);
 		call = pf_sqs_wait(r->sqs, timeout, pgsock);
 		if (call == NULL && pf_aws_pending(r->aws) == 0 && pgsock < 0 && timeout > 0)
 			pf_sleep_ms(timeout);	/* nothing to wait on: just let time pass */
 		while (call != NULL)
 		{
 			relay_finish_batch(r, call);
-			claim_wanted = true;	/* a call is free again */
+			r->claim_wanted = true; /* room again, probably */
 			call = pf_sqs_wait(r->sqs, 0, -1);
-		}
-
-		/* refill the free calls before the database round trip */
-		relay_start_batches(r);
-		if (outcomes_pending(r) && (relay_db_ready(r) || stopping))
-		{
-			bool		acked_any;
-
-			if (relay_flush_outcomes(r, &acked_any))
-			{
-				/* later events of the acked rows' message groups are claimable now */
-				if (acked_any)
-					claim_wanted = true;
-			}
-			else if (stopping)
-			{
-				pf_log_warn(NULL, "stopping without writing %d ack(s) and %d nack(s): "
-							"those events are sent again once their claims expire",
-							r->acks.n, r->nacks.n);
-				relay_outcomes_free(&r->acks);
-				relay_outcomes_free(&r->nacks);
-			}
 		}
 
 		if (now >= next_stats_ms)

@@ -2,13 +2,20 @@
  * outbox.c
  *		The relay's side of payflow's outbox: claim rows, and hand back the
  *		outcome of each send (outbox_ack for accepted entries, outbox_nack
- *		for failed ones) in one statement per kind and loop turn.
+ *		for failed ones).
+ *
+ * Everything due goes to the database in one statement (one round trip,
+ * one transaction): the acks and nacks gathered since the last one, and a
+ * claim when the relay wants rows. The statement runs asynchronously on the
+ * libpq connection, so SendMessageBatch calls keep finishing while it runs
+ * and their outcomes ride along with the next statement.
  *
  * A failed database call is not fatal: the rows stay in the outbox and
  * their claims expire, so the relay backs off and tries again. Outcomes
- * that could not be written are kept and written later; if the claim
- * expired meanwhile, another relay may send the row again, which the
- * at-least-once contract allows.
+ * that could not be written are kept and written later; if a claim expired
+ * meanwhile, another relay may send the row again, which the at-least-once
+ * contract allows. While the connection is down, statements run through
+ * pf_pg_exec, which reconnects (and LISTENs again) with bounded retries.
  */
 #include "relay.h"
 
@@ -23,43 +30,214 @@
 
 #define DB_BACKOFF_BASE_MS 200
 #define DB_BACKOFF_CAP_MS 5000
+/* beyond the statement_timeout the server enforces: the connection is gone */
+#define DB_ANSWER_TIMEOUT_MS 30000
 
-static const char *const claim_sql =
-"SELECT event_id, destination, message_group_id, dedup_id, body, attributes "
-"FROM payflow.outbox_claim($1, $2, $3)";
-
-static const char *const ack_sql =
-"SELECT payflow.outbox_ack($1::uuid[], $2::text[])";
-
-/* one round trip for any number of nacks, each with its own error */
-static const char *const nack_sql =
-"SELECT count(*) FILTER (WHERE payflow.outbox_nack(n.event_id, n.error)) "
-"FROM unnest($1::uuid[], $2::text[]) AS n(event_id, error)";
+/* the columns of every statement's result */
+enum
+{
+	COL_ACKED,
+	COL_NACKED,
+	COL_EVENT_ID,
+	COL_DESTINATION,
+	COL_GROUP_ID,
+	COL_DEDUP_ID,
+	COL_BODY,
+	COL_ATTRIBUTES
+};
 
 bool
 relay_db_ready(const relay *r)
 {
-	return pf_now_ms() >= r->db_retry_at_ms;
+	return !r->db.active && pf_now_ms() >= r->db_retry_at_ms;
 }
 
-void
-relay_db_failed(relay *r, const pf_error *err, const char *what)
+int
+relay_db_socket(relay *r)
+{
+	return pf_pg_socket(r->pg);
+}
+
+static void
+db_failed(relay *r, const pf_error *err)
 {
 	int			delay = pf_backoff_ms(r->db_failures++, DB_BACKOFF_BASE_MS, DB_BACKOFF_CAP_MS);
 
 	r->db_retry_at_ms = pf_now_ms() + delay;
 	pf_log_write(err->result == PF_ERR_TRANSIENT ? PF_LOG_WARN : PF_LOG_ERROR, NULL,
-				 json_pack("{s:s,s:s,s:i}", "sqlstate", err->code, "operation", what, "retryInMs", delay),
-				 "outbox %s failed: %s", what, err->message);
+				 json_pack("{s:s,s:i,s:i,s:i,s:i}", "sqlstate", err->code, "acks", r->db.n_acks,
+						   "nacks", r->db.n_nacks, "claim", r->db.claim_max, "retryInMs", delay),
+				 "outbox statement failed: %s", err->message);
 }
 
-void
-relay_db_succeeded(relay *r)
+static void
+db_succeeded(relay *r)
 {
 	if (r->db_failures > 0)
 		pf_log_info(NULL, "the database answers again after %d failed call(s)", r->db_failures);
 	r->db_failures = 0;
 	r->db_retry_at_ms = 0;
+}
+
+void
+relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bool call_end)
+{
+	if (o->n == o->cap)
+	{
+		o->cap = o->cap ? o->cap * 2 : 64;
+		o->event_ids = pf_realloc(o->event_ids, sizeof(char *) * (size_t) o->cap);
+		o->texts = pf_realloc(o->texts, sizeof(char *) * (size_t) o->cap);
+		o->call_end = pf_realloc(o->call_end, sizeof(bool) * (size_t) o->cap);
+	}
+	o->event_ids[o->n] = pf_strdup(event_id);
+	o->texts[o->n] = text ? pf_strdup(text) : NULL;
+	o->call_end[o->n] = call_end;
+	o->n++;
+}
+
+/* Forget the first n outcomes (written, or given up); returns the calls they ended. */
+static int
+outcomes_drop(relay_outcomes *o, int n)
+{
+	int			calls = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		free(o->event_ids[i]);
+		free(o->texts[i]);
+		calls += o->call_end[i];
+	}
+	memmove(o->event_ids, o->event_ids + n, sizeof(char *) * (size_t) (o->n - n));
+	memmove(o->texts, o->texts + n, sizeof(char *) * (size_t) (o->n - n));
+	memmove(o->call_end, o->call_end + n, sizeof(bool) * (size_t) (o->n - n));
+	o->n -= n;
+	return calls;
+}
+
+void
+relay_outcomes_free(relay_outcomes *o)
+{
+	outcomes_drop(o, o->n);
+	free(o->event_ids);
+	free(o->texts);
+	free(o->call_end);
+	memset(o, 0, sizeof(*o));
+}
+
+/* Acks and nacks not yet written; given up, the claims expire instead. */
+void
+relay_outcomes_abandon(relay *r)
+{
+	if (r->acks.n + r->nacks.n > 0)
+		pf_log_warn(NULL, "stopping without writing %d ack(s) and %d nack(s): "
+					"those events are sent again once their claims expire", r->acks.n, r->nacks.n);
+	outcomes_drop(&r->acks, r->acks.n);
+	outcomes_drop(&r->nacks, r->nacks.n);
+	r->unacked_calls = 0;
+}
+
+/* A PostgreSQL array literal: {"a","b",NULL}, quoting every element. */
+static void
+array_literal(pf_buf *out, char **items, int n)
+{
+	pf_buf_append_char(out, '{');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			pf_buf_append_char(out, ',');
+		if (items[i] == NULL)
+		{
+			pf_buf_append_str(out, "NULL");
+			continue;
+		}
+		pf_buf_append_char(out, '"');
+		for (const char *p = items[i]; *p; p++)
+		{
+			if (*p == '"' || *p == '\\')
+				pf_buf_append_char(out, '\\');
+			pf_buf_append_char(out, *p);
+		}
+		pf_buf_append_char(out, '"');
+	}
+	pf_buf_append_char(out, '}');
+}
+
+/* The parameters and text of one statement; see build_statement. */
+typedef struct statement
+{
+	pf_buf		sql;
+	pf_buf		arrays[4];
+	char		claim_max[16];
+	char		lease[16];
+	const char *params[7];
+	int			nparams;
+} statement;
+
+/*
+ * One statement for everything due, e.g. with all three parts:
+ *
+ *	SELECT a.n, k.n, c.* FROM
+ *	  (SELECT payflow.outbox_ack($1::uuid[], $2::text[]) AS n) a
+ *	  CROSS JOIN (SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m)) AS n
+ *				  FROM unnest($3::uuid[], $4::text[]) AS x(e, m)) k
+ *	  LEFT JOIN LATERAL payflow.outbox_claim($5, $6, $7) c ON true
+ *
+ * The claim is the inner side of the join, so it runs after the acks and
+ * may already hand out later events of the acked rows' message groups.
+ */
+static void
+build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
+{
+	const char *ack_count = "NULL::integer";
+	const char *nack_count = "NULL::bigint";
+	pf_buf		from = PF_BUF_INIT;
+
+	memset(st, 0, sizeof(*st));
+	if (n_acks > 0)
+	{
+		array_literal(&st->arrays[0], r->acks.event_ids, n_acks);
+		array_literal(&st->arrays[1], r->acks.texts, n_acks);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[0]);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[1]);
+		pf_buf_appendf(&from, "(SELECT payflow.outbox_ack($%d::uuid[], $%d::text[]) AS n) a",
+					   st->nparams - 1, st->nparams);
+		ack_count = "a.n";
+	}
+	if (n_nacks > 0)
+	{
+		array_literal(&st->arrays[2], r->nacks.event_ids, n_nacks);
+		array_literal(&st->arrays[3], r->nacks.texts, n_nacks);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[2]);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[3]);
+		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m)) AS n "
+					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) k",
+					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
+		nack_count = "k.n";
+	}
+	if (claim_max > 0)
+	{
+		snprintf(st->claim_max, sizeof(st->claim_max), "%d", claim_max);
+		snprintf(st->lease, sizeof(st->lease), "%d", r->lease_seconds);
+		st->params[st->nparams++] = st->claim_max;
+		st->params[st->nparams++] = r->relay_id;
+		st->params[st->nparams++] = st->lease;
+		pf_buf_appendf(&from, "%spayflow.outbox_claim($%d, $%d, $%d) c%s",
+					   from.len > 0 ? " LEFT JOIN LATERAL " : "",
+					   st->nparams - 2, st->nparams - 1, st->nparams, from.len > 0 ? " ON true" : "");
+		pf_buf_appendf(&st->sql, "SELECT %s, %s, c.event_id, c.destination, c.message_group_id, "
+					   "c.dedup_id, c.body, c.attributes FROM %s", ack_count, nack_count, from.data);
+	}
+	else
+		pf_buf_appendf(&st->sql, "SELECT %s, %s FROM %s", ack_count, nack_count, from.data);
+	pf_buf_free(&from);
+}
+
+static void
+statement_free(statement *st)
+{
+	pf_buf_free(&st->sql);
+	for (int i = 0; i < 4; i++)
+		pf_buf_free(&st->arrays[i]);
 }
 
 /* Keep the attributes column's string members as SQS String attributes. */
@@ -98,181 +276,206 @@ column(PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? NULL : pf_strdup(PQgetvalue(res, row, col));
 }
 
+/* The statement succeeded: forget the written outcomes, queue the claimed rows. */
+static void
+take_result(relay *r, PGresult *res)
+{
+	int			rows = PQntuples(res);
+	int			claimed = 0;
+	long		acked = 0;
+
+	db_succeeded(r);
+	if (rows > 0 && !PQgetisnull(res, 0, COL_ACKED))
+		acked = atol(PQgetvalue(res, 0, COL_ACKED));
+	r->stats.acked += acked;
+	r->unacked_calls -= outcomes_drop(&r->acks, r->db.n_acks);
+	outcomes_drop(&r->nacks, r->db.n_nacks);
+	/* later events of the acked rows' message groups may be claimable now */
+	if (acked > 0)
+		r->claim_wanted = true;
+
+	for (int i = 0; r->db.claim_max > 0 && i < rows; i++)
+	{
+		relay_event *ev;
+
+		if (PQgetisnull(res, i, COL_EVENT_ID))
+			continue;			/* the one row of a claim that found nothing */
+		ev = pf_calloc(1, sizeof(*ev));
+		ev->event_id = column(res, i, COL_EVENT_ID);
+		ev->destination = column(res, i, COL_DESTINATION);
+		ev->group_id = column(res, i, COL_GROUP_ID);
+		ev->dedup_id = column(res, i, COL_DEDUP_ID);
+		ev->body = column(res, i, COL_BODY);
+		ev->size = ev->body ? strlen(ev->body) : 0;
+		take_attributes(ev, PQgetisnull(res, i, COL_ATTRIBUTES) ? NULL : PQgetvalue(res, i, COL_ATTRIBUTES));
+		relay_accept(r, ev);
+		claimed++;
+	}
+	if (r->db.claim_max > 0)
+	{
+		r->stats.claims++;
+		r->stats.claimed += claimed;
+		/* a full claim means more is waiting */
+		if (claimed == r->db.claim_max)
+			r->claim_wanted = true;
+	}
+}
+
+/* The statement failed: keep the outcomes for the next one, unless retrying cannot help. */
+static void
+take_failure(relay *r, const pf_error *err)
+{
+	db_failed(r, err);
+	if (err->result != PF_ERR_TRANSIENT)
+	{
+		pf_log_error(NULL, "dropping %d ack(s) and %d nack(s) the database refuses: "
+					 "those events are sent again once their claims expire", r->db.n_acks, r->db.n_nacks);
+		r->unacked_calls -= outcomes_drop(&r->acks, r->db.n_acks);
+		outcomes_drop(&r->nacks, r->db.n_nacks);
+	}
+}
+
+static void
+request_done(relay *r)
+{
+	if (pf_log_enabled(PF_LOG_DEBUG))
+		pf_log_write(PF_LOG_DEBUG, NULL, json_pack("{s:i,s:i,s:i,s:I}", "acks", r->db.n_acks, "nacks", r->db.n_nacks,
+												   "claim", r->db.claim_max, "ms", (json_int_t) (pf_now_ms() - r->db.started_ms)),
+					 "outbox statement done");
+	memset(&r->db, 0, sizeof(r->db));
+}
+
 /*
- * Claim up to max_events rows and hand each to the publisher. Returns the
- * number of rows claimed, or -1 when the database call failed (then the
- * relay backs off).
+ * Send the outcomes gathered so far, and a claim of up to claim_max rows
+ * (0: none), in one statement. Runs asynchronously on a live connection;
+ * otherwise synchronously, reconnecting first.
+ */
+void
+relay_db_send(relay *r, int claim_max)
+{
+	statement	st;
+	PGconn	   *conn = pf_pg_conn(r->pg);
+
+	if (r->db.active || (r->acks.n == 0 && r->nacks.n == 0 && claim_max <= 0))
+		return;
+	r->db.n_acks = r->acks.n;
+	r->db.n_nacks = r->nacks.n;
+	r->db.claim_max = claim_max > 0 ? claim_max : 0;
+	build_statement(r, &st, r->db.n_acks, r->db.n_nacks, r->db.claim_max);
+	r->db.started_ms = pf_now_ms();
+
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
+		PQsendQueryParams(conn, st.sql.data, st.nparams, NULL, st.params, NULL, NULL, 0))
+	{
+		r->db.active = true;
+	}
+	else
+	{
+		PGresult   *res;
+		pf_error	err;
+
+		if (pf_pg_exec(r->pg, st.sql.data, st.nparams, st.params, &res, &err) == PF_OK)
+		{
+			take_result(r, res);
+			PQclear(res);
+		}
+		else
+			take_failure(r, &err);
+		request_done(r);
+	}
+	statement_free(&st);
+}
+
+static void
+connection_lost(relay *r, const char *why)
+{
+	pf_error	err;
+
+	pf_error_set(&err, PF_ERR_TRANSIENT, "08006", "PostgreSQL connection lost: %s", why);
+	pf_pg_disconnect(r->pg);
+	take_failure(r, &err);
+	request_done(r);
+}
+
+/*
+ * Read what the connection has: the answer to the statement in flight, if
+ * complete, and notifications. Returns the number of notifications.
  */
 int
-relay_claim(relay *r, int max_events)
+relay_db_poll(relay *r)
 {
-	char		n[16];
-	char		lease[16];
-	const char *params[3] = {n, r->relay_id, lease};
-	PGresult   *res;
-	pf_error	err;
-	int			rows;
+	PGconn	   *conn = pf_pg_conn(r->pg);
+	PGnotify   *n;
+	int			notified = 0;
 
-	snprintf(n, sizeof(n), "%d", max_events);
-	snprintf(lease, sizeof(lease), "%d", r->lease_seconds);
-	if (pf_pg_exec(r->pg, claim_sql, 3, params, &res, &err) != PF_OK)
+	if (conn == NULL)
 	{
-		relay_db_failed(r, &err, "claim");
-		return -1;
+		if (r->db.active)
+			connection_lost(r, "closed");
+		return 0;
 	}
-	relay_db_succeeded(r);
-	rows = PQntuples(res);
-	r->stats.claims++;
-	r->stats.claimed += rows;
-	for (int i = 0; i < rows; i++)
+	if (!PQconsumeInput(conn) || PQstatus(conn) != CONNECTION_OK)
 	{
-		relay_event *ev = pf_calloc(1, sizeof(*ev));
+		char		why[256];
 
-		ev->event_id = column(res, i, 0);
-		ev->destination = column(res, i, 1);
-		ev->group_id = column(res, i, 2);
-		ev->dedup_id = column(res, i, 3);
-		ev->body = column(res, i, 4);
-		ev->size = ev->body ? strlen(ev->body) : 0;
-		take_attributes(ev, PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5));
-		relay_accept(r, ev);
-	}
-	PQclear(res);
-	return rows;
-}
-
-void
-relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text)
-{
-	if (o->n == o->cap)
-	{
-		o->cap = o->cap ? o->cap * 2 : 64;
-		o->event_ids = pf_realloc(o->event_ids, sizeof(char *) * (size_t) o->cap);
-		o->texts = pf_realloc(o->texts, sizeof(char *) * (size_t) o->cap);
-	}
-	o->event_ids[o->n] = pf_strdup(event_id);
-	o->texts[o->n] = text ? pf_strdup(text) : NULL;
-	o->n++;
-}
-
-static void
-outcomes_clear(relay_outcomes *o)
-{
-	for (int i = 0; i < o->n; i++)
-	{
-		free(o->event_ids[i]);
-		free(o->texts[i]);
-	}
-	o->n = 0;
-	o->first_failure_ms = 0;
-}
-
-void
-relay_outcomes_free(relay_outcomes *o)
-{
-	outcomes_clear(o);
-	free(o->event_ids);
-	free(o->texts);
-	memset(o, 0, sizeof(*o));
-}
-
-/* A PostgreSQL array literal: {"a","b",NULL}, quoting every element. */
-static void
-array_literal(pf_buf *out, char **items, int n)
-{
-	pf_buf_append_char(out, '{');
-	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			pf_buf_append_char(out, ',');
-		if (items[i] == NULL)
+		snprintf(why, sizeof(why), "%s", PQerrorMessage(conn));
+		why[strcspn(why, "\n")] = '\0';
+		if (r->db.active)
+			connection_lost(r, why);
+		else
 		{
-			pf_buf_append_str(out, "NULL");
-			continue;
+			pf_log_warn(NULL, "PostgreSQL connection lost: %s; reconnecting at the next statement", why);
+			pf_pg_disconnect(r->pg);
 		}
-		pf_buf_append_char(out, '"');
-		for (const char *p = items[i]; *p; p++)
+		return 1;				/* a new connection listens again: claim then */
+	}
+	while ((n = PQnotifies(conn)) != NULL)
+	{
+		notified++;
+		PQfreemem(n);
+	}
+	if (!r->db.active)
+		return notified;
+	if (PQisBusy(conn))
+	{
+		if (pf_now_ms() - r->db.started_ms > DB_ANSWER_TIMEOUT_MS)
+			connection_lost(r, "no answer in time");
+		return notified;
+	}
+
+	/* the answer is complete: one result, then NULL */
+	{
+		PGresult   *res;
+		PGresult   *first = NULL;
+
+		while ((res = PQgetResult(conn)) != NULL)
 		{
-			if (*p == '"' || *p == '\\')
-				pf_buf_append_char(out, '\\');
-			pf_buf_append_char(out, *p);
+			if (first == NULL)
+				first = res;
+			else
+				PQclear(res);
 		}
-		pf_buf_append_char(out, '"');
+		if (first != NULL && PQresultStatus(first) == PGRES_TUPLES_OK)
+			take_result(r, first);
+		else
+		{
+			const char *sqlstate = first ? PQresultErrorField(first, PG_DIAG_SQLSTATE) : NULL;
+			const char *primary = first ? PQresultErrorField(first, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+			pf_error	err;
+
+			pf_error_set(&err, pf_pg_sqlstate_result(sqlstate), sqlstate ? sqlstate : "08006", "%s",
+						 primary ? primary : PQerrorMessage(conn));
+			err.message[strcspn(err.message, "\n")] = '\0';
+			take_failure(r, &err);
+		}
+		PQclear(first);
+		request_done(r);
+		/* notifications may have come with the answer */
+		while ((n = PQnotifies(conn)) != NULL)
+		{
+			notified++;
+			PQfreemem(n);
+		}
 	}
-	pf_buf_append_char(out, '}');
-}
-
-/* Run ack_sql or nack_sql over o; the count it returns goes to *count. */
-static pf_result
-write_outcomes(relay *r, relay_outcomes *o, const char *sql, long *count, pf_error *err)
-{
-	pf_buf		ids = PF_BUF_INIT;
-	pf_buf		texts = PF_BUF_INIT;
-	const char *params[2];
-	PGresult   *res;
-	pf_result	result;
-
-	array_literal(&ids, o->event_ids, o->n);
-	array_literal(&texts, o->texts, o->n);
-	params[0] = pf_buf_str(&ids);
-	params[1] = pf_buf_str(&texts);
-	result = pf_pg_exec(r->pg, sql, 2, params, &res, err);
-	if (result == PF_OK)
-	{
-		*count = PQntuples(res) == 1 ? atol(PQgetvalue(res, 0, 0)) : 0;
-		PQclear(res);
-	}
-	pf_buf_free(&ids);
-	pf_buf_free(&texts);
-	return result;
-}
-
-/* Write one kind of outcome; false when it has to wait for the database. */
-static bool
-flush_one(relay *r, relay_outcomes *o, const char *sql, const char *what, long *count)
-{
-	pf_error	err;
-
-	*count = 0;
-	if (o->n == 0)
-		return true;
-	if (write_outcomes(r, o, sql, count, &err) == PF_OK)
-	{
-		relay_db_succeeded(r);
-		outcomes_clear(o);
-		return true;
-	}
-	relay_db_failed(r, &err, what);
-	if (err.result != PF_ERR_TRANSIENT)
-	{
-		/* retrying the same statement cannot help; the claims will expire */
-		pf_log_error(NULL, "dropping %d %s(s): the rows are sent again once their claims expire", o->n, what);
-		outcomes_clear(o);
-	}
-	else if (o->first_failure_ms == 0)
-		o->first_failure_ms = pf_now_ms();
-	return false;
-}
-
-/*
- * Write pending acks, then nacks. *acked_any tells whether rows left the
- * outbox (later events of their message groups may now be claimed).
- * Returns false when something is still pending.
- */
-bool
-relay_flush_outcomes(relay *r, bool *acked_any)
-{
-	long		acked = 0;
-	long		nacked = 0;
-	bool		ok;
-
-	*acked_any = false;
-	ok = flush_one(r, &r->acks, ack_sql, "ack", &acked);
-	if (ok)
-	{
-		r->stats.acked += acked;
-		*acked_any = acked > 0;
-		ok = flush_one(r, &r->nacks, nack_sql, "nack", &nacked);
-	}
-	return ok;
+	return notified;
 }

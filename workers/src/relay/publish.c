@@ -53,7 +53,7 @@ relay_event_free(relay_event *ev)
 void
 relay_nack_event(relay *r, relay_event *ev, const char *error)
 {
-	relay_outcomes_add(&r->nacks, ev->event_id, error);
+	relay_outcomes_add(&r->nacks, ev->event_id, error, false);
 	r->stats.failed++;
 }
 
@@ -238,13 +238,24 @@ start_batch(relay *r, relay_batch *b)
 	return true;
 }
 
+/*
+ * Calls that hold a place under PAYFLOW_RELAY_IN_FLIGHT: those in flight and
+ * those whose acks are not written yet. So at most in-flight × 10 events are
+ * ever sent and unacked, which bounds the duplicates a crash can cause.
+ */
+int
+relay_busy_calls(const relay *r)
+{
+	return r->in_flight + r->unacked_calls;
+}
+
 /* Start calls for queued events while the in-flight bound allows. Returns how many. */
 int
 relay_start_batches(relay *r)
 {
 	int			started = 0;
 
-	while (r->in_flight < r->max_in_flight && r->queued > 0)
+	while (relay_busy_calls(r) < r->max_in_flight && r->queued > 0)
 	{
 		relay_destination *d = next_destination(r);
 		relay_batch *b;
@@ -324,6 +335,7 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 	relay_batch *b = pf_sqs_call_user(call);
 	pf_sqs_batch_result result;
 	pf_error	err;
+	bool		any_ok = false;
 
 	r->in_flight--;
 	/* the failed call's headers are gone after finish: judge them first */
@@ -365,8 +377,9 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 		e = pf_sqs_batch_result_find(&result, entry_id);
 		if (e != NULL && e->ok)
 		{
-			relay_outcomes_add(&r->acks, ev->event_id, e->message_id);
+			relay_outcomes_add(&r->acks, ev->event_id, e->message_id, false);
 			r->stats.sent++;
+			any_ok = true;
 			if (pf_log_enabled(PF_LOG_DEBUG))
 				pf_log_write(PF_LOG_DEBUG, &ids,
 							 json_pack("{s:s,s:s?}", "destination", b->destination->name,
@@ -388,6 +401,12 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 						 "%s; the event stays in the outbox and is retried", error);
 			relay_nack_event(r, ev, error);
 		}
+	}
+	if (any_ok)
+	{
+		/* the call keeps its place until its acks are written */
+		r->acks.call_end[r->acks.n - 1] = true;
+		r->unacked_calls++;
 	}
 	pf_sqs_batch_result_free(&result);
 	batch_free(b);

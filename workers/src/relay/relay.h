@@ -73,8 +73,19 @@ typedef struct relay_outcomes
 	int			cap;
 	char	  **event_ids;
 	char	  **texts;			/* message ids (acks) or errors (nacks) */
-	int64_t		first_failure_ms;	/* 0 while the database takes them */
+	bool	   *call_end;		/* the last ack of a call: writing it frees
+								 * the call's place */
 } relay_outcomes;
+
+/* The one statement that may be running on the database connection. */
+typedef struct relay_db_request
+{
+	bool		active;
+	int			n_acks;			/* the first n of r->acks */
+	int			n_nacks;
+	int			claim_max;		/* 0: no claim in it */
+	int64_t		started_ms;
+} relay_db_request;
 
 typedef struct relay_stats
 {
@@ -99,12 +110,17 @@ typedef struct relay
 	int			max_in_flight;	/* SendMessageBatch calls */
 	int			lease_seconds;
 	int			in_flight;
+	int			unacked_calls;	/* finished, acks not yet written: still
+								 * count against the in-flight bound */
 	int			queued;			/* claimed, waiting for a free call */
 	int			n_destinations;
 	relay_destination *destinations;
 
 	relay_outcomes acks;
 	relay_outcomes nacks;
+	relay_db_request db;
+	bool		claim_wanted;	/* rows are probably waiting: claim when there
+								 * is room */
 	int			db_failures;	/* consecutive, for the back-off */
 	int64_t		db_retry_at_ms; /* no database call before this */
 
@@ -116,19 +132,20 @@ typedef struct relay
 } relay;
 
 /* outbox.c */
-int			relay_claim(relay *r, int max_events);
-bool		relay_flush_outcomes(relay *r, bool *acked_any);
-void		relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text);
-void		relay_outcomes_free(relay_outcomes *o);
 bool		relay_db_ready(const relay *r);
-void		relay_db_failed(relay *r, const pf_error *err, const char *what);
-void		relay_db_succeeded(relay *r);
+int			relay_db_socket(relay *r);
+void		relay_db_send(relay *r, int claim_max);
+int			relay_db_poll(relay *r);
+void		relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bool call_end);
+void		relay_outcomes_abandon(relay *r);
+void		relay_outcomes_free(relay_outcomes *o);
 
 /* publish.c */
 void		relay_destinations_init(relay *r);
 void		relay_destinations_free(relay *r);
 void		relay_accept(relay *r, relay_event *ev);
 int			relay_start_batches(relay *r);
+int			relay_busy_calls(const relay *r);
 void		relay_finish_batch(relay *r, pf_aws_call *call);
 void		relay_event_free(relay_event *ev);
 void		relay_nack_event(relay *r, relay_event *ev, const char *error);

@@ -414,6 +414,17 @@ wait_for(pf_aws_client *client, pf_aws_call *want, int timeout_ms, int extra_fd)
 		if ((client->pending == 0 && extra_fd < 0) || (want && !want->active))
 			return NULL;
 
+		/*
+		 * Transfers that already finished come first, without waiting: one
+		 * pf_http_wait may have collected several, and once none is left in
+		 * flight nothing below would ever hand the others over.
+		 */
+		if ((h = pf_http_wait(client->http, 0, -1)) != NULL)
+		{
+			finish_attempt(client, (pf_aws_call *) h->user);
+			continue;
+		}
+
 		wait_ms = until_retry >= 0 ? until_retry : 1000;
 		if (deadline >= 0)
 		{

@@ -92,16 +92,17 @@ stats_json(const relay *r)
 }
 
 /*
- * How many rows to claim now: claims run ahead of the calls, so each claim
- * fetches many rows (up to ten per call in flight) while the calls are fed
- * from the queue. Zero while the queue is still half full.
+ * How many rows to claim now. Claims run ahead of the calls: the queue
+ * holds up to two rounds of calls (twenty events per call in flight) and
+ * is refilled once it is down to one round, so each claim fetches many rows
+ * in one statement while the calls are fed from the queue.
  */
 static int
 claim_room(const relay *r)
 {
-	int			batch = r->max_in_flight * PF_SQS_MAX_BATCH;
+	int			round = r->max_in_flight * PF_SQS_MAX_BATCH;
 
-	return r->queued * 2 <= batch ? batch - r->queued : 0;
+	return r->queued <= round ? 2 * round - r->queued : 0;
 }
 
 static int

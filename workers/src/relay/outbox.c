@@ -162,9 +162,15 @@ array_literal(pf_buf *out, char **items, int n)
 	pf_buf_append_char(out, '}');
 }
 
+/* The parts a statement has; each combination is prepared once per connection. */
+#define STMT_ACK	0x01
+#define STMT_NACK	0x02
+#define STMT_CLAIM	0x04
+
 /* The parameters and text of one statement; see build_statement. */
 typedef struct statement
 {
+	int			shape;			/* STMT_* bits: which parts it has */
 	pf_buf		sql;
 	pf_buf		arrays[4];
 	char		claim_max[16];
@@ -202,6 +208,7 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 		pf_buf_appendf(&from, "(SELECT payflow.outbox_ack($%d::uuid[], $%d::text[]) AS n) a",
 					   st->nparams - 1, st->nparams);
 		ack_count = "a.n";
+		st->shape |= STMT_ACK;
 	}
 	if (n_nacks > 0)
 	{
@@ -213,6 +220,7 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) k",
 					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
 		nack_count = "k.n";
+		st->shape |= STMT_NACK;
 	}
 	if (claim_max > 0)
 	{
@@ -221,6 +229,7 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 		st->params[st->nparams++] = st->claim_max;
 		st->params[st->nparams++] = r->relay_id;
 		st->params[st->nparams++] = st->lease;
+		st->shape |= STMT_CLAIM;
 		pf_buf_appendf(&from, "%spayflow.outbox_claim($%d, $%d, $%d) c%s",
 					   from.len > 0 ? " LEFT JOIN LATERAL " : "",
 					   st->nparams - 2, st->nparams - 1, st->nparams, from.len > 0 ? " ON true" : "");
@@ -230,6 +239,39 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 	else
 		pf_buf_appendf(&st->sql, "SELECT %s, %s FROM %s", ack_count, nack_count, from.data);
 	pf_buf_free(&from);
+}
+
+static const char *const statement_names[8] = {
+	NULL, "payflow_relay_a", "payflow_relay_n", "payflow_relay_an",
+	"payflow_relay_c", "payflow_relay_ac", "payflow_relay_nc", "payflow_relay_anc"
+};
+
+/*
+ * Prepare st's shape on this connection unless done already: the outer
+ * statement is then parsed and planned once per connection, not per call.
+ * A new backend (after a reconnect) starts with none prepared.
+ */
+static bool
+prepare(relay *r, PGconn *conn, const statement *st)
+{
+	PGresult   *res;
+	bool		ok;
+
+	if (PQbackendPID(conn) != r->prepared_backend)
+	{
+		r->prepared_backend = PQbackendPID(conn);
+		r->prepared_shapes = 0;
+	}
+	if (r->prepared_shapes & (1u << st->shape))
+		return true;
+	res = PQprepare(conn, statement_names[st->shape], st->sql.data, st->nparams, NULL);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (ok)
+		r->prepared_shapes |= 1u << st->shape;
+	else
+		pf_log_warn(NULL, "preparing the outbox statement failed: %s", PQerrorMessage(conn));
+	PQclear(res);
+	return ok;
 }
 
 static void
@@ -365,7 +407,8 @@ relay_db_send(relay *r, int claim_max)
 	r->db.started_ms = pf_now_ms();
 
 	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
-		PQsendQueryParams(conn, st.sql.data, st.nparams, NULL, st.params, NULL, NULL, 0))
+		prepare(r, conn, &st) &&
+		PQsendQueryPrepared(conn, statement_names[st.shape], st.nparams, st.params, NULL, NULL, 0))
 	{
 		r->db.active = true;
 	}

@@ -94,6 +94,7 @@ if [ -x workers/bin/payflow-worker ]; then
 				PAYFLOW_VISIBILITY_TIMEOUT=30 \
 				PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)' \
 				PAYFLOW_INVOICE_URL=http://127.0.0.1:$INVOICE_PORT/invoices \
+				PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)' \
 				start_process "worker-$role" workers/bin/payflow-worker --role "$role"
 			ROLES="$ROLES $role"
 		fi
@@ -109,10 +110,15 @@ esac
 [ "$FINAL" = COMPLETED ] || echo "note: roles running:${ROLES:- none}; operations settle at $FINAL in this build"
 
 say "== submitting $PAYMENTS payments"
-# a few transient faults and one permanent one, injected in the legacy DBMS
-pf_psql -d legacy -Atq -c "SELECT set_fault('transient', payment_id => 'demo-7', count => 2)" \
-	-c "SELECT set_fault('transient', payment_id => 'demo-42', count => 1)" \
-	-c "SELECT set_fault('permanent', payment_id => 'demo-99', count => 1)" >/dev/null 2>&1 || true
+# Faults: transient ones in the legacy DBMS (retried with backoff) and in
+# the invoice API (503, retried), and one permanent rejection (card declined).
+RETRIED=demo-7
+DECLINED=demo-13
+pf_psql -d legacy -Atq -c "SELECT set_fault('transient', payment_id => '$RETRIED', count => 2)" \
+	-c "SELECT set_fault('transient', payment_id => 'demo-11', count => 1)" \
+	-c "SELECT set_fault('permanent', payment_id => '$DECLINED', count => 1)" >/dev/null
+curl -fsS -X POST -H 'Content-Type: application/json' -d '{"mode":"status","status":503,"count":3}' \
+	"http://127.0.0.1:$INVOICE_PORT/_faults" >/dev/null || echo "note: could not inject invoice API faults"
 START=$(date +%s.%N)
 for batch in $(seq 0 9); do
 	q -c "SELECT count(payflow.submit('demo-' || n,
@@ -155,14 +161,16 @@ q -F ' ' <<-SQL
 	SELECT 'dead letters:              ' || count(*) FROM payflow.dead_letters;
 	SQL
 if [ -n "$ROLES" ]; then
-	echo "legacy charges:            $(pf_psql -d legacy -Atqc "SELECT charge_count()" 2>/dev/null || echo '?')" \
-		"(duplicates: $(pf_psql -d legacy -Atqc "SELECT count(*) FROM duplicate_charges()" 2>/dev/null || echo '?'))"
+	echo "legacy charges:            $(pf_psql -d legacy -Atqc "SELECT charge_count()") (duplicates: $(pf_psql -d legacy -Atqc "SELECT count(*) FROM duplicate_charges()"))"
+	echo "invoices:                  $(curl -fsS "http://127.0.0.1:$INVOICE_PORT/_stats" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(j.invoices+" (replays answered: "+j.duplicatesAvoided+")")})')"
 fi
 
-say "== payflow.status() of a retried operation and of the failed one"
-q -c "SELECT jsonb_pretty(payflow.status(id)) FROM payflow.operations WHERE payment_id IN ('demo-7', 'demo-99') ORDER BY payment_id"
-say "== payflow.history() of the retried one"
-pf_psql -c "SELECT at, from_status, to_status, reason, actor FROM payflow.history((SELECT id FROM payflow.operations WHERE payment_id = 'demo-7'))"
+say "== payflow.status() of the declined payment ($DECLINED)"
+q -c "SELECT jsonb_pretty(payflow.status(id)) FROM payflow.operations WHERE payment_id = '$DECLINED'"
+pf_psql -c "SELECT source, step_name, error ->> 'code' AS code, error ->> 'message' AS message, attempts FROM payflow.dead_letters"
+say "== payflow.history() of a payment whose legacy call failed twice ($RETRIED)"
+pf_psql -c "SELECT at, from_status, to_status, reason, actor FROM payflow.history((SELECT id FROM payflow.operations WHERE payment_id = '$RETRIED'))"
+pf_psql -c "SELECT step_name, status, attempt AS attempts, last_error FROM payflow.steps WHERE operation_id = (SELECT id FROM payflow.operations WHERE payment_id = '$RETRIED') ORDER BY created_at"
 say "== payflow.metrics()"
 q -c "SELECT jsonb_pretty(payflow.metrics())"
 

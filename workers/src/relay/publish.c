@@ -286,20 +286,32 @@ aws_error_code(const pf_aws_call *call, const pf_error *err, char *code, size_t 
 		snprintf(code, len, "%s", err->code[0] ? err->code : "Unknown");
 }
 
+/*
+ * The first line of an AWS error message: a SignatureDoesNotMatch goes on
+ * with the whole canonical request, which belongs in no log line.
+ */
+static void
+first_line(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%.*s", (int) strcspn(src, "\r\n"), src);
+}
+
 static void
 call_failed(relay *r, relay_batch *b, const pf_aws_call *call, const pf_error *err)
 {
 	char		code[128];
+	char		message[sizeof(err->message)];
 	char		error[NACK_ERROR_MAX];
 	int64_t		now = pf_now_ms();
 	pf_log_level level;
 
 	aws_error_code(call, err, code, sizeof(code));
+	first_line(message, sizeof(message), err->message);
 	if (err->http_status > 0)
 		snprintf(error, sizeof(error), "SQS SendMessageBatch failed: %.64s (HTTP %ld): %.400s", code, err->http_status,
-				 err->message);
+				 message);
 	else
-		snprintf(error, sizeof(error), "SQS SendMessageBatch failed: %.64s: %.400s", code, err->message);
+		snprintf(error, sizeof(error), "SQS SendMessageBatch failed: %.64s: %.400s", code, message);
 	for (int i = 0; i < b->n; i++)
 		relay_nack_event(r, b->events[i], error);
 

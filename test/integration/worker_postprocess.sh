@@ -21,6 +21,9 @@
 #                   stored as it came (12.50 stays 12.50); 503 + Retry-After
 #                   then success (attempt 2, after >= 1 s); 400 and a 2xx that
 #                   is not JSON fail for good
+#   PAYFLOW_STORE=s3  the HTTP hook's answer becomes the object
+#                   payments/<op>/invoice-input.json, byte for byte; a SQL
+#                   hook's answer, made inside the database, stays in its store
 set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
 
@@ -277,6 +280,39 @@ pf_eq "HTTP hook, 2xx not JSON: invalid_answer, permanent" "1|invalid_answer" \
 	"$(step_of "$htext" POST_PROCESS "attempt || '|' || (last_error->>'code')")"
 pp_stop http
 pf_ok "HTTP hook: the worker drained and exited 0 on SIGTERM" grep -q '"payflow-worker stopped".*"clean":true' "$WK_DIR/http.log"
+
+# ---- PAYFLOW_STORE=s3 ----
+s3_get() {
+	node --input-type=module -e '
+		import { writeFileSync } from "node:fs";
+		import { clientCredentials, clientRegion, requireFromCache } from "./test/emulator/emulator-config.mjs";
+		const { S3Client, GetObjectCommand } = requireFromCache("@aws-sdk/client-s3");
+		const [key, file] = process.argv.slice(1);
+		const s3 = new S3Client({ endpoint: process.env.AWS_ENDPOINT_URL, region: clientRegion(),
+								  credentials: clientCredentials(), forcePathStyle: true });
+		const out = await s3.send(new GetObjectCommand({ Bucket: process.env.PAYFLOW_S3_BUCKET, Key: key }));
+		writeFileSync(file, await out.Body.transformToByteArray());
+	' "$@"
+}
+pp_start https3 PAYFLOW_POSTPROCESS_URL="http://127.0.0.1:$HOOK_PORT/postprocess" PAYFLOW_STORE=s3
+hs3=$(pp_paid "$p-http-s3" ch_http_s3)
+pf_ok "s3 store, HTTP hook: INVOICE_PENDING" wk_wait_status "$hs3" INVOICE_PENDING 20
+pf_eq "s3 store, HTTP hook: the invoice input's reference names S3" "s3|payments/$hs3/invoice-input.json" \
+	"$(step_of "$hs3" CREATE_INVOICE "(input_ref->>'store') || '|' || (input_ref->>'key')")"
+s3_get "payments/$hs3/invoice-input.json" "$WK_DIR/invoice-input.json" || true
+pf_eq "s3 store, HTTP hook: the object is the hook's answer byte for byte" \
+	"{\"operationId\": \"$hs3\", \"amount\": 12.50, \"currency\": \"EUR\", \"source\": \"http-hook\", \"paymentReference\": \"ch_http_s3\"}" \
+	"$(cat "$WK_DIR/invoice-input.json" 2>/dev/null)"
+pf_eq "s3 store, HTTP hook: its checksum and size match the reference" \
+	"sha256:$(sha256sum "$WK_DIR/invoice-input.json" | cut -d' ' -f1)|$(wc -c <"$WK_DIR/invoice-input.json" | tr -d ' ')" \
+	"$(step_of "$hs3" CREATE_INVOICE "(input_ref->>'checksum') || '|' || (input_ref->>'size')")"
+pp_stop https3
+pp_start sqls3 PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)' PAYFLOW_STORE=s3
+ss3=$(pp_paid "$p-sql-s3" ch_sql_s3)
+pf_ok "s3 store, SQL hook: INVOICE_PENDING" wk_wait_status "$ss3" INVOICE_PENDING 20
+pf_eq "s3 store, SQL hook: the answer stays in the database's store" "pg|payments/$ss3/invoice-input.json" \
+	"$(step_of "$ss3" CREATE_INVOICE "(input_ref->>'store') || '|' || (input_ref->>'key')")"
+pp_stop sqls3
 
 pf_eq "no operation left in between" 0 \
 	"$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id LIKE '$p-%' AND status NOT IN ('INVOICE_PENDING', 'FAILED')")"

@@ -163,7 +163,10 @@ relay_run(relay *r)
 		}
 
 		if (relay_db_poll(r) > 0)
+		{
+			pf_log_debug(NULL, "woken by a notification");
 			r->claim_wanted = true;
+		}
 		relay_start_batches(r);
 
 		room = stopping ? 0 : claim_room(r);

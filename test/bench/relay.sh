@@ -1,0 +1,394 @@
+#!/bin/bash
+# payflow-relay against the local SQS emulator, beside a baseline measured
+# in the same run:
+#
+#   throughput  N events submitted with SQL first, then the time the relay
+#               takes to drain the outbox to SQS, vs a plain SendMessageBatch
+#               loop (batches of ten, the same calls in flight, the same
+#               library and emulator, no database);
+#   latency     a steady RATE submits/s for SECONDS s with the relay running
+#               (woken by the scheduler worker's NOTIFY): arrival time at a
+#               reader - the outbox row's created_at, p50 and p99.
+#
+# Medians of ROUNDS rounds; queues are purged between rounds (fauxqs slows
+# down as a queue deepens). Prints figures, never fails on timing.
+#
+#   BENCH_RELAY_EVENTS=10000  BENCH_RELAY_IN_FLIGHT="4 8"  ROUNDS=3
+#   BENCH_RELAY_RATE=200  BENCH_RELAY_SECONDS=10
+#   PF_BENCH_RELAY_PGPORT=54349  BENCH_RELAY_EMULATOR_PORT=4630
+#
+# A private cluster (payflow and pg_cron preloaded, the scheduler worker on)
+# and a private emulator; both are gone when the script ends.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+
+EVENTS=${BENCH_RELAY_EVENTS:-10000}
+IN_FLIGHT=${BENCH_RELAY_IN_FLIGHT:-4 8}
+ROUNDS=${ROUNDS:-3}
+RATE=${BENCH_RELAY_RATE:-200}
+LAT_SECONDS=${BENCH_RELAY_SECONDS:-10}
+export PF_PGPORT=${PF_BENCH_RELAY_PGPORT:-54349}
+export PF_CLUSTER_DIR=/tmp/payflow-bench-relay-$PF_PGPORT
+
+source test/lib/deps.sh
+source test/lib/cluster.sh
+pf_install_deps
+make -s >/dev/null && make -s install >/dev/null
+make -s -C workers >/dev/null
+
+work=$(mktemp -d /tmp/payflow-bench-relay.XXXXXX)
+export PAYFLOW_EMULATOR_PORT=${BENCH_RELAY_EMULATOR_PORT:-4630}
+export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
+export PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
+relay_pid=
+cleanup() {
+	[ -z "$relay_pid" ] || kill -KILL "$relay_pid" 2>/dev/null || true
+	[ -z "${PSQL_PID:-}" ] || kill "$PSQL_PID" 2>/dev/null || true
+	test/emulator/stop.sh >/dev/null 2>&1 || true
+	pf_cluster_destroy
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+pf_cluster_destroy
+pf_cluster_start
+q() { pf_psql -Atq "$@"; }
+eval "$(test/emulator/start.sh 2>"$work/emulator-start.log")"
+[ -n "${PAYFLOW_QUEUE_URLS:-}" ] || { cat "$work/emulator-start.log"; exit 1; }
+export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
+export PAYFLOW_LOG_LEVEL=warn
+queue=$(tr ',' '\n' <<<"$PAYFLOW_QUEUE_URLS" | sed -n 's|^payment-requests=||p')
+
+# The baseline sender and the latency reader: a small C program on the same
+# library as the relay.
+cat >"$work/relay_bench.c" <<'C'
+/*
+ * relay_bench send QUEUE_URL EVENTS IN_FLIGHT
+ *		SendMessageBatch calls of ten, IN_FLIGHT at once, bodies shaped like
+ *		payflow's events; prints events/s.
+ * relay_bench purge QUEUE_URL
+ * relay_bench read QUEUE_URL EVENTS IDLE_MS
+ *		Long polls (four at once), deletes what it got; one line per message:
+ *		"<arrival ms> <createdAt ms> <SentTimestamp ms>" (epoch), until EVENTS
+ *		arrived or nothing did for IDLE_MS.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "payflow/aws_client.h"
+#include "payflow/aws_credentials.h"
+#include "payflow/backoff.h"
+#include "payflow/config.h"
+#include "payflow/sqs.h"
+
+static pf_sqs *sqs;
+
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+send_events(const char *url, int total, int in_flight)
+{
+	static char bodies[10][600];
+	static char ops[10][40];
+	static char ids[10][4];
+	int			next = 0, done = 0, running = 0, failed = 0;
+	int64_t		start = pf_now_ms();
+	pf_error	err;
+
+	while (done < total)
+	{
+		pf_aws_call *call;
+
+		while (running < in_flight && next < total)
+		{
+			pf_sqs_send_entry e[10];
+			pf_sqs_attribute attrs[10][3];
+			int			n = total - next < 10 ? total - next : 10;
+
+			for (int i = 0; i < n; i++, next++)
+			{
+				snprintf(ops[i], sizeof(ops[i]), "pay_01BENCH0000000000%010d", next);
+				snprintf(bodies[i], sizeof(bodies[i]),
+						 "{\"attempt\": 1, \"eventId\": \"00000000-0000-4000-8000-%012d\", \"payload\": "
+						 "{\"key\": \"payments/%s/request.json\", \"size\": 40, \"store\": \"pg\", \"checksum\": "
+						 "\"sha256:8c37069c637bad186ef9d155641606edfec0f1336759fe8ecee8bbeadac07ad7\"}, "
+						 "\"createdAt\": \"2026-11-29T22:22:08.876Z\", \"eventType\": \"PaymentRequested\", "
+						 "\"paymentId\": \"bench-%d\", \"operationId\": \"%s\", \"eventVersion\": 1, "
+						 "\"correlationId\": \"corr-%d\"}", next, ops[i], next, ops[i], next);
+				snprintf(ids[i], sizeof(ids[i]), "%d", i);
+				attrs[i][0] = (pf_sqs_attribute) {"eventType", "PaymentRequested"};
+				attrs[i][1] = (pf_sqs_attribute) {"operationId", ops[i]};
+				attrs[i][2] = (pf_sqs_attribute) {"correlationId", ops[i]};
+				memset(&e[i], 0, sizeof(e[i]));
+				e[i].id = ids[i];
+				e[i].body = bodies[i];
+				e[i].group_id = ops[i];
+				e[i].dedup_id = ops[i];
+				e[i].attributes = attrs[i];
+				e[i].n_attributes = 3;
+			}
+			if (pf_sqs_send_message_batch_start(sqs, url, e, n, (void *) (intptr_t) n, &err) == NULL)
+			{
+				fprintf(stderr, "relay_bench: %s\n", err.message);
+				return 1;
+			}
+			running++;
+		}
+		if ((call = pf_sqs_wait(sqs, 1000, -1)) != NULL)
+		{
+			int			n = (int) (intptr_t) pf_sqs_call_user(call);
+			pf_sqs_batch_result res;
+
+			if (pf_sqs_send_message_batch_finish(call, &res, &err) != PF_OK)
+				failed += n;
+			else
+			{
+				failed += res.n_failed;
+				pf_sqs_batch_result_free(&res);
+			}
+			done += n;
+			running--;
+		}
+	}
+	printf("%.0f\n", total * 1000.0 / (double) (pf_now_ms() - start + 1));
+	if (failed)
+		fprintf(stderr, "relay_bench: %d entries failed\n", failed);
+	return failed ? 1 : 0;
+}
+
+static int64_t
+iso_ms(const char *text)
+{
+	struct tm	tm;
+	int			ms = 0;
+
+	memset(&tm, 0, sizeof(tm));
+	if (text == NULL || sscanf(text, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+							   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t) timegm(&tm) * 1000 + ms;
+}
+
+static void
+start_receive(const char *url)
+{
+	pf_sqs_receive_options opts = {10, 1, 60};
+
+	pf_sqs_receive_message_start(sqs, url, &opts, NULL);
+}
+
+static int
+read_events(const char *url, int total, int idle_ms)
+{
+	int			got = 0;
+	int64_t		last = pf_now_ms();
+	pf_error	err;
+
+	for (int i = 0; i < 4; i++)
+		start_receive(url);
+	while (got < total && pf_now_ms() - last < idle_ms)
+	{
+		pf_aws_call *call = pf_sqs_wait(sqs, 200, -1);
+		pf_sqs_messages msgs;
+		int64_t		arrival;
+		json_t	   *entries;
+
+		if (call == NULL)
+			continue;
+		if (strcmp(pf_sqs_call_action(call), "ReceiveMessage") != 0)
+		{
+			pf_sqs_finish(call, NULL, NULL);
+			continue;
+		}
+		arrival = wall_ms();
+		if (pf_sqs_receive_message_finish(call, &msgs, &err) != PF_OK)
+		{
+			fprintf(stderr, "relay_bench: receive: %s %s\n", err.code, err.message);
+			pf_sleep_ms(100);
+		}
+		entries = json_array();
+		for (int i = 0; i < msgs.n; i++)
+		{
+			json_t	   *body = json_loads(msgs.items[i].body, 0, NULL);
+			const char *sent = json_string_value(json_object_get(msgs.items[i].system_attributes, "SentTimestamp"));
+			char		id[16];
+
+			printf("%lld %lld %lld\n", (long long) arrival,
+				   (long long) iso_ms(json_string_value(json_object_get(body, "createdAt"))),
+				   sent ? atoll(sent) : 0LL);
+			json_decref(body);
+			snprintf(id, sizeof(id), "m%d", i);
+			json_array_append_new(entries, json_pack("{s:s,s:s}", "Id", id,
+													 "ReceiptHandle", msgs.items[i].receipt_handle));
+		}
+		if (msgs.n > 0)
+		{
+			pf_sqs_start(sqs, "DeleteMessageBatch", json_pack("{s:s,s:o}", "QueueUrl", url, "Entries", entries), NULL);
+			got += msgs.n;
+			last = pf_now_ms();
+		}
+		else
+			json_decref(entries);
+		pf_sqs_messages_free(&msgs);
+		start_receive(url);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	pf_config	cfg;
+	char		error[512];
+	pf_error	err;
+	pf_aws_credentials_provider *creds;
+	pf_aws_client *aws;
+
+	if (argc < 3 || (strcmp(argv[1], "purge") != 0 && argc != 5))
+	{
+		fprintf(stderr, "usage: relay_bench send|read QUEUE_URL EVENTS IN_FLIGHT|IDLE_MS, relay_bench purge QUEUE_URL\n");
+		return 2;
+	}
+	if (!pf_config_load(&cfg, 0, error, sizeof(error)))
+	{
+		fprintf(stderr, "relay_bench: %s\n", error);
+		return 2;
+	}
+	pf_log_init("relay_bench", PF_LOG_WARN);
+	if ((creds = pf_aws_credentials_provider_create(&cfg, &err)) == NULL)
+	{
+		fprintf(stderr, "relay_bench: %s\n", err.message);
+		return 2;
+	}
+	aws = pf_aws_client_create(&cfg, creds);
+	sqs = pf_sqs_create(aws, &cfg);
+	if (strcmp(argv[1], "purge") == 0)
+	{
+		pf_aws_call *call = pf_sqs_start(sqs, "PurgeQueue", json_pack("{s:s}", "QueueUrl", argv[2]), NULL);
+
+		pf_aws_perform(aws, call);
+		return pf_sqs_finish(call, NULL, NULL) == PF_OK ? 0 : 1;
+	}
+	if (strcmp(argv[1], "send") == 0)
+		return send_events(argv[2], atoi(argv[3]), atoi(argv[4]));
+	return read_events(argv[2], atoi(argv[3]), atoi(argv[4]));
+}
+C
+(
+	cd workers
+	# shellcheck disable=SC2046
+	cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -Iinclude -I"$(pg_config --includedir)" \
+		$(pkg-config --cflags libcurl jansson) -o "$work/relay_bench" "$work/relay_bench.c" \
+		build/libpayflow-edge.a -lpq $(pkg-config --libs libcurl jansson libcrypto) -lm
+)
+
+bench=$work/relay_bench
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# One psql session polls the outbox (a process per poll would cost more CPU
+# than the relay); each query is its own transaction, so no snapshot holds
+# back vacuum while the relay deletes rows.
+coproc PSQL { pf_psql -Atq 2>&1; }
+outbox_rows() {
+	echo "SELECT count(*) FROM payflow.outbox;" >&"${PSQL[1]}"
+	read -r line <&"${PSQL[0]}"
+	echo "$line"
+}
+
+# relay_round IN_FLIGHT: submit EVENTS, time the relay draining them; events/s
+relay_round() {
+	local t0 t1 n
+	q -c "SELECT count(payflow.submit('bench-$RANDOM$RANDOM-' || g, jsonb_build_object('amount', g, 'currency', 'EUR'),
+										 correlation_id => 'corr-' || g))
+			FROM generate_series(1, $EVENTS) g" >/dev/null
+	# what autovacuum would have done by now
+	q -c "VACUUM ANALYZE payflow.outbox"
+	n=$(outbox_rows)
+	t0=$EPOCHREALTIME
+	PAYFLOW_RELAY_IN_FLIGHT=$1 workers/bin/payflow-relay 2>>"$work/relay.log" &
+	relay_pid=$!
+	while [ "$(outbox_rows)" != 0 ]; do sleep 0.01; done
+	t1=$EPOCHREALTIME
+	kill -TERM "$relay_pid"
+	wait "$relay_pid" || echo "relay exited with $?" >&2
+	relay_pid=
+	"$bench" purge "$queue"
+	awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", n / (b - a) }'
+}
+
+baseline_round() {
+	"$bench" send "$queue" "$EVENTS" "$1"
+	"$bench" purge "$queue"
+}
+
+echo "payflow-relay bench: $EVENTS events per round, $ROUNDS rounds, medians; $(nproc) cores"
+echo "(fauxqs behind the SigV4-checking front; PostgreSQL $(q -c 'SHOW server_version'), synchronous_commit=$(q -c 'SHOW synchronous_commit'))"
+echo
+printf "%-52s %9s %10s %7s\n" "outbox -> SQS" "in flight" "events/s" "ratio"
+for k in $IN_FLIGHT; do
+	relay=""
+	base=""
+	for round in $(seq 1 "$ROUNDS"); do
+		# interleaved, so a noisy neighbour hits both alike
+		base+="$(baseline_round "$k") "
+		relay+="$(relay_round "$k") "
+	done
+	base=$(echo $base | tr ' ' '\n' | median)
+	relay=$(echo $relay | tr ' ' '\n' | median)
+	printf "%-52s %9s %10.0f %7s\n" "plain SendMessageBatch loop (baseline)" "$k" "$base" "1.00"
+	printf "%-52s %9s %10.0f %7s\n" "payflow-relay (claim, send, ack)" "$k" "$relay" \
+		"$(awk -v a="$relay" -v b="$base" 'BEGIN { printf "%.2f", a / b }')"
+done
+
+# latency at a steady rate: pgbench paces the submits, the reader deletes as
+# it goes so the queue stays shallow
+cat >"$work/submit.sql" <<'SQL'
+\set n random(1, 2000000000)
+SELECT payflow.submit('lat-' || :client_id || '-' || :n, '{"amount": 1250, "currency": "EUR"}');
+SQL
+latency_round() {
+	local expected=$((RATE * LAT_SECONDS))
+	PAYFLOW_RELAY_IN_FLIGHT=4 workers/bin/payflow-relay 2>>"$work/relay.log" &
+	relay_pid=$!
+	sleep 1
+	"$bench" read "$queue" "$expected" 5000 >"$work/arrivals.txt" &
+	local reader=$!
+	"$PF_PGBIN/pgbench" -n -c 2 -j 2 -R "$RATE" -T "$LAT_SECONDS" -f "$work/submit.sql" "$PF_DB" >/dev/null 2>&1
+	wait "$reader" || true
+	kill -TERM "$relay_pid"
+	wait "$relay_pid" || echo "relay exited with $?" >&2
+	relay_pid=
+	"$bench" purge "$queue"
+	# p50 and p99 of arrival - created_at, and of SentTimestamp - created_at
+	awk '{ print $1 - $2 }' "$work/arrivals.txt" | sort -n >"$work/reader.txt"
+	awk '$3 > 0 { print $3 - $2 }' "$work/arrivals.txt" | sort -n >"$work/queue.txt"
+	pct() { awk -v p="$1" '{a[NR]=$1} END { i = int(NR * p / 100 + 0.5); if (i < 1) i = 1; print (NR ? a[i] : "nan") }' "$2"; }
+	echo "$(wc -l <"$work/reader.txt") $(pct 50 "$work/reader.txt") $(pct 99 "$work/reader.txt") $(pct 50 "$work/queue.txt") $(pct 99 "$work/queue.txt")"
+}
+counts=""; p50=""; p99=""; q50=""; q99=""
+for round in $(seq 1 "$ROUNDS"); do
+	read -r c a b d e <<<"$(latency_round)"
+	counts+="$c "; p50+="$a "; p99+="$b "; q50+="$d "; q99+="$e "
+done
+echo
+echo "commit-to-queue latency, $RATE submits/s for ${LAT_SECONDS}s (messages per round: $counts)"
+printf "%-52s %9s %10s\n" "" "p50 ms" "p99 ms"
+printf "%-52s %9s %10s\n" "arrival at a reader - outbox created_at" \
+	"$(echo $p50 | tr ' ' '\n' | median)" "$(echo $p99 | tr ' ' '\n' | median)"
+printf "%-52s %9s %10s\n" "accepted by SQS (SentTimestamp) - created_at" \
+	"$(echo $q50 | tr ' ' '\n' | median)" "$(echo $q99 | tr ' ' '\n' | median)"
+echo
+echo "aims: relay >= 0.8 of the baseline; latency p50 < 10 ms"

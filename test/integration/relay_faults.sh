@@ -12,7 +12,10 @@
 #   - the emulator stopped and started again under a running relay: the
 #     relay logs the outage, keeps running and delivers what was submitted
 #     meanwhile once SQS is back (fauxqs starts empty; start.sh recreates
-#     the queues under the same URLs).
+#     the queues under the same URLs);
+#   - PostgreSQL restarted in the middle of a stream: the relay keeps
+#     running, reconnects and LISTENs again by itself; every event arrives
+#     (those sent but not acked before the restart may arrive twice).
 #
 # Uses the running cluster from test/lib/cluster.sh and its own emulator
 # (ports 4622/4623, a private run dir). Rows of earlier tests may sit in the
@@ -35,6 +38,11 @@ cleanup() {
 	for pid in "${relay_pids[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
+	# whatever happened, leave the cluster running for the tests after this one
+	pf_cluster_start >/dev/null 2>&1 || true
+	# no worker will ever take these operations: keep the scheduler from re-emitting them
+	pf_psql -Atqc "SELECT count(payflow.cancel(id, 'relay test over')) FROM payflow.operations
+				   WHERE payment_id LIKE '$run-%' AND status = 'PENDING'" >/dev/null 2>&1 || true
 	test/emulator/stop.sh >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -62,6 +70,7 @@ queue_url() { tr ',' '\n' <<<"$1" | sed -n "s|^$2=||p"; }
 sink_auth=$(queue_url "$PAYFLOW_QUEUE_URLS" payment-requests)
 sink_kill=$(queue_url "$PAYFLOW_QUEUE_URLS" invoice-requests)
 sink_outage=$(queue_url "$PAYFLOW_QUEUE_URLS" operation-events)
+sink_db=$(queue_url "$PAYFLOW_QUEUE_URLS" payment-completed)
 routes() { echo "payment-requests=$1,payment-completed=$1"; }
 
 # start_relay NAME VAR=value...: a relay in the background, logging to $work/relay-NAME.log
@@ -189,6 +198,36 @@ stop_relay "$outage_relay"
 pf_eq "exit 0 after SIGTERM (outage)" 0 "$relay_status"
 read_queue "$sink_outage" "$work/outage.jsonl"
 pf_eq "all 100 of the outage on the (new) queue" "100 100 0" "$(tally "$work/outage.jsonl" "$work/outage-ids.txt" "$run-o2")"
+
+# --- PostgreSQL restarts under a running relay (a 30 s poll: only its own
+# reconnect and LISTEN bring the events submitted after the restart)
+submit "$run-p" 2000
+event_ids_of "$run-p" "$work/pg-ids.txt"
+start_relay pg-restart PAYFLOW_RELAY_IN_FLIGHT=$in_flight PAYFLOW_RELAY_LEASE_SECONDS=5 \
+	PAYFLOW_POLL_INTERVAL_MS=30000 PAYFLOW_QUEUE_URLS="$(routes "$sink_db")"
+pg_relay=$relay_pid
+pg_some_published() { [ "$(published_of "$run-p")" -ge 300 ]; }
+pf_wait_for 30 pg_some_published || true
+pf_cluster_stop
+sleep 2
+pf_ok "the relay keeps running while PostgreSQL is down" kill -0 "$pg_relay"
+pf_cluster_start
+pf_ok "PostgreSQL back: the relay delivers the rest of the stream" pf_wait_for 60 outbox_empty_of "$run-p"
+submit "$run-p-late" 10
+q -c "SELECT event_id FROM payflow.outbox_published p JOIN payflow.operations o ON o.id = p.operation_id
+	   WHERE o.payment_id LIKE '$run-p-late-%' UNION ALL
+	  SELECT event_id FROM payflow.outbox WHERE message_group_id LIKE '$run-p-late-%'" >>"$work/pg-ids.txt"
+pf_ok "after the restart the relay is woken by NOTIFY again (delivered within 10 s, poll 30 s)" \
+	pf_wait_for 10 outbox_empty_of "$run-p-late"
+pf_ok "the relay logged the lost connection" logged 'PostgreSQL connection lost' "$work/relay-pg-restart.log"
+stop_relay "$pg_relay"
+pf_eq "exit 0 after SIGTERM (PostgreSQL restart)" 0 "$relay_status"
+read_queue "$sink_db" "$work/pg.jsonl"
+read -r messages distinct missing <<<"$(tally "$work/pg.jsonl" "$work/pg-ids.txt" "$run-p")"
+echo "# $messages messages, $distinct distinct events"
+pf_eq "across the PostgreSQL restart every event was delivered" "2010 0" "$distinct $missing"
+pf_ok "duplicates ($((messages - distinct))) are at most the in-flight bound" \
+	test $((messages - distinct)) -le $((in_flight * 10))
 
 pf_ok "no log line is anything but JSON" node -e '
 	for (const f of process.argv.slice(1))

@@ -241,6 +241,32 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 	pf_buf_free(&from);
 }
 
+/*
+ * libpq prints server notices and unsolicited errors ("FATAL: terminating
+ * connection due to administrator command") on stderr by itself; keep the
+ * log JSON lines only.
+ */
+static void
+log_notice(void *arg, const char *message)
+{
+	char		line[512];
+
+	snprintf(line, sizeof(line), "%s", message);
+	line[strcspn(line, "\n")] = '\0';
+	pf_log_warn(NULL, "PostgreSQL: %s", line);
+}
+
+/* A connection not seen before gets the notice hook; prepared statements are per backend. */
+static void
+adopt_connection(relay *r, PGconn *conn)
+{
+	if (PQbackendPID(conn) == r->prepared_backend)
+		return;
+	r->prepared_backend = PQbackendPID(conn);
+	r->prepared_shapes = 0;
+	PQsetNoticeProcessor(conn, log_notice, NULL);
+}
+
 static const char *const statement_names[8] = {
 	NULL, "payflow_relay_a", "payflow_relay_n", "payflow_relay_an",
 	"payflow_relay_c", "payflow_relay_ac", "payflow_relay_nc", "payflow_relay_anc"
@@ -257,11 +283,7 @@ prepare(relay *r, PGconn *conn, const statement *st)
 	PGresult   *res;
 	bool		ok;
 
-	if (PQbackendPID(conn) != r->prepared_backend)
-	{
-		r->prepared_backend = PQbackendPID(conn);
-		r->prepared_shapes = 0;
-	}
+	adopt_connection(r, conn);
 	if (r->prepared_shapes & (1u << st->shape))
 		return true;
 	res = PQprepare(conn, statement_names[st->shape], st->sql.data, st->nparams, NULL);
@@ -368,6 +390,9 @@ static void
 take_failure(relay *r, const pf_error *err)
 {
 	db_failed(r, err);
+	/* claim again after the back-off: that reconnects and LISTENs again */
+	if (r->db.claim_max > 0)
+		r->claim_wanted = true;
 	if (err->result != PF_ERR_TRANSIENT)
 	{
 		pf_log_error(NULL, "dropping %d ack(s) and %d nack(s) the database refuses: "
@@ -457,6 +482,7 @@ relay_db_poll(relay *r)
 			connection_lost(r, "closed");
 		return 0;
 	}
+	adopt_connection(r, conn);
 	if (!PQconsumeInput(conn) || PQstatus(conn) != CONNECTION_OK)
 	{
 		char		why[256];

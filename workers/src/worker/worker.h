@@ -8,7 +8,7 @@
  * handle: long-poll receives, deletes, visibility changes) and one
  * PostgreSQL connection for heartbeats; it never blocks on a step. N
  * executor threads (PAYFLOW_CONCURRENCY) each run one message at a time
- * from claim to commit, because the calls they make (ODBC) block; they
+ * from claim to commit, because the calls they make (ODBC, HTTP) block; they
  * borrow PostgreSQL connections from a small pool for the short SQL calls.
  * Finished messages come back to the main thread through an eventfd, which
  * sits in one epoll set with a signalfd for SIGTERM/SIGINT: the main thread

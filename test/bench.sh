@@ -90,3 +90,10 @@ printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(rati
 echo
 echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
+
+# The edge processes' benchmarks, each with its own cluster and emulator.
+for part in relay worker pipeline; do
+	echo
+	echo "== test/bench/$part.sh"
+	test/bench/$part.sh || echo "bench $part: FAILED (see above)"
+done

@@ -33,14 +33,14 @@ EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolat
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.
-ifeq ($(filter check demo bench soak,$(MAKECMDGOALS)),)
+ifeq ($(filter check demo bench,$(MAKECMDGOALS)),)
 # No JIT bitcode: it needs clang at build time and buys payflow nothing.
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 else
 # Everything below runs on a fresh Debian 12 machine as root.
-.PHONY: check demo bench soak
+.PHONY: check demo bench
 check:
 	test/run-checks.sh
 
@@ -50,8 +50,6 @@ demo:
 bench:
 	test/bench.sh
 
-soak:
-	test/soak.sh
 endif
 
 # The full install script is kept in one file and copied at build time, so

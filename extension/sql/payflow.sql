@@ -312,6 +312,29 @@ BEGIN
 END
 $$;
 
+-- Locks an operation's row, else PF003.  Lock order everywhere: the
+-- operation, then its step, so step functions never deadlock each other.
+CREATE FUNCTION payflow._lock_operation(p_operation_id text) RETURNS payflow.operations
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	o payflow.operations;
+BEGIN
+	SELECT * INTO o FROM payflow.operations WHERE id = p_operation_id FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(p_operation_id);
+	END IF;
+	RETURN o;
+END
+$$;
+
+-- Locks a step's row (after its operation's); all NULL when it does not exist.
+CREATE FUNCTION payflow._lock_step(p_operation_id text, p_step text) RETURNS payflow.steps
+	LANGUAGE sql
+	AS $$
+	SELECT * FROM payflow.steps WHERE operation_id = p_operation_id AND step_name = p_step FOR UPDATE
+$$;
+
 -- The definition of a step by name, else 22023.
 CREATE FUNCTION payflow._step_definition(step text) RETURNS payflow.step_definitions
 	LANGUAGE plpgsql STABLE
@@ -736,10 +759,7 @@ BEGIN
 	IF reason IS NOT NULL THEN
 		PERFORM payflow._require_text('reason', reason, 500);
 	END IF;
-	SELECT * INTO o FROM payflow.operations WHERE id = cancel.operation_id FOR UPDATE;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
+	o := payflow._lock_operation(operation_id);
 	IF o.status = 'CANCELLED' THEN
 		RETURN false;
 	ELSIF payflow._is_terminal(o.status) THEN
@@ -780,17 +800,12 @@ BEGIN
 	d := payflow._step_definition(step);
 	PERFORM payflow._require_worker(worker_id, lease_seconds);
 
-	-- Lock order everywhere: operation, then step.
-	SELECT * INTO o FROM payflow.operations WHERE id = claim_step.operation_id FOR UPDATE;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
+	o := payflow._lock_operation(operation_id);
 	IF payflow._is_terminal(o.status) THEN
 		RETURN jsonb_build_object('action', 'skip', 'reason', 'terminal', 'status', o.status);
 	END IF;
-	SELECT * INTO s FROM payflow.steps
-	 WHERE steps.operation_id = o.id AND step_name = d.step_name FOR UPDATE;
-	IF NOT FOUND THEN
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.operation_id IS NULL THEN
 		-- The event that creates this step has not been written yet.
 		RETURN jsonb_build_object('action', 'busy', 'reason', 'not_ready', 'status', o.status);
 	END IF;
@@ -950,12 +965,8 @@ BEGIN
 		PERFORM payflow._require_object('result_ref', v_ref);
 	END IF;
 
-	SELECT * INTO o FROM payflow.operations WHERE id = complete_step.operation_id FOR UPDATE;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
-	SELECT * INTO s FROM payflow.steps
-	 WHERE steps.operation_id = o.id AND step_name = d.step_name FOR UPDATE;
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
 	IF s.status = 'SUCCEEDED' THEN
 		RETURN s.completion;
 	ELSIF payflow._is_terminal(o.status) THEN
@@ -1028,12 +1039,8 @@ BEGIN
 	END IF;
 	PERFORM payflow._require_size('error', octet_length(error::text));
 
-	SELECT * INTO o FROM payflow.operations WHERE id = fail_step.operation_id FOR UPDATE;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
-	SELECT * INTO s FROM payflow.steps
-	 WHERE steps.operation_id = o.id AND step_name = d.step_name FOR UPDATE;
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
 	IF s.status = 'SUCCEEDED' THEN
 		RETURN jsonb_build_object('action', 'skip', 'reason', 'done');
 	ELSIF s.status = 'FAILED' THEN
@@ -1347,10 +1354,7 @@ DECLARE
 	d payflow.step_definitions;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
-	SELECT * INTO o FROM payflow.operations WHERE id = replay.operation_id FOR UPDATE;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
+	o := payflow._lock_operation(operation_id);
 	IF o.status <> 'FAILED' THEN
 		RETURN false;
 	END IF;
@@ -1414,9 +1418,8 @@ BEGIN
 	LOOP
 		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
 		CONTINUE WHEN NOT FOUND;
-		SELECT * INTO s FROM payflow.steps
-		 WHERE operation_id = r.operation_id AND step_name = r.step_name FOR UPDATE;
-		CONTINUE WHEN s.status <> 'RUNNING' OR s.lease_expires_at >= now();
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RUNNING' OR s.lease_expires_at >= now();
 		d := payflow._step_definition(s.step_name);
 		v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
 		IF s.attempt >= v_max THEN
@@ -1443,9 +1446,8 @@ BEGIN
 	LOOP
 		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
 		CONTINUE WHEN NOT FOUND;
-		SELECT * INTO s FROM payflow.steps
-		 WHERE operation_id = r.operation_id AND step_name = r.step_name FOR UPDATE;
-		CONTINUE WHEN s.status <> 'RETRY_WAIT' OR s.next_attempt_at > now();
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RETRY_WAIT' OR s.next_attempt_at > now();
 		UPDATE payflow.steps
 		   SET status = 'PENDING', pending_since = now(), next_attempt_at = NULL
 		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
@@ -1459,9 +1461,8 @@ BEGIN
 	LOOP
 		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
 		CONTINUE WHEN NOT FOUND;
-		SELECT * INTO s FROM payflow.steps
-		 WHERE operation_id = r.operation_id AND step_name = r.step_name FOR UPDATE;
-		CONTINUE WHEN s.status <> 'PENDING' OR s.pending_since >= now() - v_stuck_after;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'PENDING' OR s.pending_since >= now() - v_stuck_after;
 		-- Re-armed either way, so the scan moves on to older rows next time.
 		UPDATE payflow.steps SET pending_since = now()
 		 WHERE operation_id = s.operation_id AND step_name = s.step_name;

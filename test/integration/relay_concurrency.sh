@@ -9,56 +9,11 @@
 # outbox; this test only counts its own (payment ids with a per-run prefix).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source test/lib/cluster.sh
-source test/lib/assert.sh
+source test/integration/relay_common.bash
 
-make -s -C workers >/dev/null
-
-run=rc$(date +%s)$$
-work=$(mktemp -d "/tmp/payflow-$run.XXXXXX")
-export PAYFLOW_EMULATOR_PORT=${PAYFLOW_RELAY_TEST_PORT:-4624}
-export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
-export PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
-relay_pids=()
-
-cleanup() {
-	for pid in "${relay_pids[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	# no worker will ever take these operations: keep the scheduler from re-emitting them
-	pf_psql -Atqc "SELECT count(payflow.cancel(id, 'relay test over')) FROM payflow.operations
-				   WHERE payment_id LIKE '$run-%' AND status = 'PENDING'" >/dev/null 2>&1 || true
-	test/emulator/stop.sh >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-q() { pf_psql -Atq "$@"; }
-
-if ! emulator_env=$(test/emulator/start.sh 2>"$work/emulator-start.log"); then
-	cat "$work/emulator-start.log"
-	echo "not ok - the emulator starts"
-	exit 1
-fi
-eval "$emulator_env"
-export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
-export PAYFLOW_LOG_LEVEL=info
+relay_init rc 4624
 queue=$(tr ',' '\n' <<<"$PAYFLOW_QUEUE_URLS" | sed -n 's|^payment-requests=||p')
 
-start_relay() {
-	local name=$1
-	shift
-	env "$@" workers/bin/payflow-relay 2>>"$work/relay-$name.log" &
-	relay_pids+=($!)
-	relay_pid=$!
-}
-stop_relay() {
-	relay_status=0
-	kill -TERM "$1"
-	wait "$1" || relay_status=$?
-}
-in_outbox() { q -c "SELECT count(*) FROM payflow.outbox WHERE message_group_id LIKE '$1-%'"; }
-outbox_empty_of() { [ "$(in_outbox "$1")" = 0 ]; }
 # "sent" in a relay's last statistics line
 sent_by() { grep '"msg":"stopped' "$1" | tail -n 1 | sed -n 's/.*"sent":\([0-9]*\).*/\1/p'; }
 

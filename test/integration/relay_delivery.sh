@@ -20,66 +20,21 @@
 # outbox; this test only counts its own (payment ids with a per-run prefix).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source test/lib/cluster.sh
-source test/lib/assert.sh
+source test/integration/relay_common.bash
 
-make -s -C workers >/dev/null
-
-run=rd$(date +%s)$$
-work=$(mktemp -d "/tmp/payflow-$run.XXXXXX")
-export PAYFLOW_EMULATOR_PORT=${PAYFLOW_RELAY_TEST_PORT:-4620}
-export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
-export PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
-relay_pids=()
 nowhere_event=
-
-cleanup() {
-	for pid in "${relay_pids[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+relay_test_cleanup() {
 	[ -z "$nowhere_event" ] || pf_psql -Atqc "DELETE FROM payflow.outbox WHERE event_id = '$nowhere_event'" >/dev/null 2>&1 || true
-	# no worker will ever take these operations: keep the scheduler from re-emitting them
-	pf_psql -Atqc "SELECT count(payflow.cancel(id, 'relay test over')) FROM payflow.operations
-				   WHERE payment_id LIKE '$run-%' AND status = 'PENDING'" >/dev/null 2>&1 || true
-	test/emulator/stop.sh >/dev/null 2>&1 || true
-	rm -rf "$work"
 }
-trap cleanup EXIT
+relay_init rd 4620
 
-q() { pf_psql -Atq "$@"; }
-
-if ! emulator_env=$(test/emulator/start.sh 2>"$work/emulator-start.log"); then
-	cat "$work/emulator-start.log"
-	echo "not ok - the emulator starts"
-	exit 1
-fi
-eval "$emulator_env"
-export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
-export PAYFLOW_LOG_LEVEL=info
-
-# queue_url LIST DESTINATION: the URL of DESTINATION in a destination=url list
-queue_url() { tr ',' '\n' <<<"$1" | sed -n "s|^$2=||p"; }
 standard=$(queue_url "$PAYFLOW_QUEUE_URLS" payment-requests)
 fifo=$(queue_url "$PAYFLOW_QUEUE_URLS_FIFO" payment-requests)
 # other queues of the emulator serve as separate sinks, one per phase
 sink_notify=$(queue_url "$PAYFLOW_QUEUE_URLS" operation-events)
 sink_drain=$(queue_url "$PAYFLOW_QUEUE_URLS" invoice-requests)
 
-# start_relay NAME VAR=value...: a relay in the background, logging to $work/relay-NAME.log
-start_relay() {
-	local name=$1
-	shift
-	env "$@" workers/bin/payflow-relay 2>>"$work/relay-$name.log" &
-	relay_pids+=($!)
-	relay_pid=$!
-}
 
-# stop_relay PID: SIGTERM, wait; the exit status goes to $relay_status
-stop_relay() {
-	relay_status=0
-	kill -TERM "$1"
-	wait "$1" || relay_status=$?
-}
 
 # submit PREFIX N: N operations in one statement, payment ids PREFIX-1..N
 submit() {
@@ -94,15 +49,7 @@ snapshot() {
 			FROM payflow.outbox WHERE message_group_id LIKE '$1-%' ORDER BY seq" >"$2"
 }
 
-in_outbox() { q -c "SELECT count(*) FROM payflow.outbox WHERE message_group_id LIKE '$1-%'"; }
-outbox_empty_of() { [ "$(in_outbox "$1")" = 0 ]; }
-published_of() {
-	q -c "SELECT count(*) FROM payflow.outbox_published p JOIN payflow.operations o ON o.id = p.operation_id
-		   WHERE o.payment_id LIKE '$1-%'"
-}
 
-# read_queue URL FILE: every message on the queue (without deleting it)
-read_queue() { node test/emulator/sqs-read.mjs "$1" --idle 2 --visibility 300 >"$2"; }
 
 # verify MESSAGES EXPECTED PREFIX FIFO: compares the messages of a prefix with
 # the outbox rows snapshotted before they were sent; prints name=value lines

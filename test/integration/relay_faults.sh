@@ -22,50 +22,15 @@
 # outbox; this test only counts its own (payment ids with a per-run prefix).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source test/lib/cluster.sh
-source test/lib/assert.sh
+source test/integration/relay_common.bash
 
-make -s -C workers >/dev/null
-
-run=rf$(date +%s)$$
-work=$(mktemp -d "/tmp/payflow-$run.XXXXXX")
-export PAYFLOW_EMULATOR_PORT=${PAYFLOW_RELAY_TEST_PORT:-4622}
-export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
-export PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
-relay_pids=()
-
-cleanup() {
-	for pid in "${relay_pids[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+relay_test_cleanup() {
 	# whatever happened, leave the cluster running for the tests after this one
 	pf_cluster_start >/dev/null 2>&1 || true
-	# no worker will ever take these operations: keep the scheduler from re-emitting them
-	pf_psql -Atqc "SELECT count(payflow.cancel(id, 'relay test over')) FROM payflow.operations
-				   WHERE payment_id LIKE '$run-%' AND status = 'PENDING'" >/dev/null 2>&1 || true
-	test/emulator/stop.sh >/dev/null 2>&1 || true
-	rm -rf "$work"
 }
-trap cleanup EXIT
-
-q() { pf_psql -Atq "$@"; }
-
-start_emulator() {
-	local env_text
-	if ! env_text=$(test/emulator/start.sh 2>>"$work/emulator-start.log"); then
-		cat "$work/emulator-start.log"
-		echo "not ok - the emulator starts"
-		exit 1
-	fi
-	eval "$env_text"
-}
-start_emulator
-export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
-export PAYFLOW_LOG_LEVEL=info
+relay_init rf 4622
 secret=$AWS_SECRET_ACCESS_KEY
 
-# queue_url LIST DESTINATION: the URL of DESTINATION in a destination=url list
-queue_url() { tr ',' '\n' <<<"$1" | sed -n "s|^$2=||p"; }
 # one queue of the emulator per scenario, so each reads only its own
 sink_auth=$(queue_url "$PAYFLOW_QUEUE_URLS" payment-requests)
 sink_kill=$(queue_url "$PAYFLOW_QUEUE_URLS" invoice-requests)
@@ -73,21 +38,7 @@ sink_outage=$(queue_url "$PAYFLOW_QUEUE_URLS" operation-events)
 sink_db=$(queue_url "$PAYFLOW_QUEUE_URLS" payment-completed)
 routes() { echo "payment-requests=$1,payment-completed=$1"; }
 
-# start_relay NAME VAR=value...: a relay in the background, logging to $work/relay-NAME.log
-start_relay() {
-	local name=$1
-	shift
-	env "$@" workers/bin/payflow-relay 2>>"$work/relay-$name.log" &
-	relay_pids+=($!)
-	relay_pid=$!
-}
 
-# stop_relay PID: SIGTERM, wait; the exit status goes to $relay_status
-stop_relay() {
-	relay_status=0
-	kill -TERM "$1"
-	wait "$1" || relay_status=$?
-}
 
 # submit PREFIX N: N operations in one statement, payment ids PREFIX-1..N
 submit() {
@@ -97,16 +48,8 @@ submit() {
 event_ids_of() {
 	q -c "SELECT event_id FROM payflow.outbox WHERE message_group_id LIKE '$1-%' ORDER BY 1" >"$2"
 }
-in_outbox() { q -c "SELECT count(*) FROM payflow.outbox WHERE message_group_id LIKE '$1-%'"; }
-outbox_empty_of() { [ "$(in_outbox "$1")" = 0 ]; }
-published_of() {
-	q -c "SELECT count(*) FROM payflow.outbox_published p JOIN payflow.operations o ON o.id = p.operation_id
-		   WHERE o.payment_id LIKE '$1-%'"
-}
 logged() { grep -q "$1" "$2"; }
 
-# read_queue URL FILE: every message on the queue (without deleting it)
-read_queue() { node test/emulator/sqs-read.mjs "$1" --idle 2 --visibility 300 >"$2"; }
 
 # tally MESSAGES EXPECTED_IDS PREFIX: "messages distinct missing" of the prefix
 tally() {

@@ -50,11 +50,12 @@ payflow_register_scheduler(void)
 /*
  * Runs one SQL statement in its own transaction.  An error is logged and
  * swallowed so that one bad run (a deadlock, a lock time-out, a bug hit by
- * one row) does not stop the worker; the next naptime tries again.
- * Returns false if payflow is not installed in this database.
+ * one row) does not stop the worker; the next naptime tries again.  With
+ * needs_payflow, the statement runs only if payflow is installed in this
+ * database, and the return value says whether it is.
  */
 static bool
-sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args)
+sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args, bool needs_payflow)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	bool		installed = true;
@@ -67,10 +68,13 @@ sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, sql);
 
-		if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'payflow'",
-						true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not look up the payflow extension");
-		installed = (SPI_processed == 1);
+		if (needs_payflow)
+		{
+			if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'payflow'",
+							true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up the payflow extension");
+			installed = (SPI_processed == 1);
+		}
 		if (installed)
 		{
 			if (SPI_execute_with_args(sql, nargs, argtypes, args, NULL, false, 0) < 0)
@@ -138,7 +142,7 @@ payflow_scheduler_main(Datum main_arg)
 		/* One NOTIFY for all the commits that wrote the outbox meanwhile */
 		if (payflow_wakeup_consume())
 			sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
-						0, NULL, NULL);
+						0, NULL, NULL, false);
 
 		now = GetCurrentTimestamp();
 		if (now >= next_run)
@@ -146,7 +150,7 @@ payflow_scheduler_main(Datum main_arg)
 			Oid			argtypes[1] = {INT4OID};
 			Datum		args[1] = {Int32GetDatum(payflow_scheduler_batch_size)};
 
-			if (sch_execute("SELECT payflow.run_scheduler($1)", 1, argtypes, args))
+			if (sch_execute("SELECT payflow.run_scheduler($1)", 1, argtypes, args, true))
 				sch_missing_logged = false;
 			else if (!sch_missing_logged)
 			{

@@ -125,7 +125,8 @@ CREATE FUNCTION tap_evil.sha256(bytea) RETURNS bytea LANGUAGE sql AS $$ SELECT '
 CREATE FUNCTION tap_evil.length(text) RETURNS integer LANGUAGE sql AS $$ SELECT 0 $$;
 CREATE FUNCTION tap_evil.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$ SELECT 'object'::text $$;
 CREATE TABLE tap_evil.operations (id text);
-SET search_path = tap_evil, pg_temp, public;
+-- pg_catalog is searched first unless listed: list it after the planted schema
+SET search_path = tap_evil, pg_catalog, pg_temp, public;
 CREATE TEMP TABLE payloads (key text);
 SELECT payflow.submit('tap-hijack', '{"amount": 3}') AS hijack_op \gset
 SELECT throws_ok($$SELECT payflow.submit(repeat('x', 300), '{}')$$, '22001', NULL, 'length checks use pg_catalog.length');

@@ -91,7 +91,9 @@ echo
 echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
 
-# The edge processes' benchmarks, each with its own cluster and emulator.
+# The edge processes' benchmarks, each with its own cluster and emulator:
+# this one is no longer needed and would only take memory and CPU from them.
+pf_cluster_destroy
 for part in relay worker pipeline; do
 	echo
 	echo "== test/bench/$part.sh"

@@ -57,6 +57,18 @@ launch()
 	printf '%s\n' "$!" >"$run_dir/$name.pid"
 }
 
+# True while the process we launched is alive (not a zombie) but has not
+# yet become the program.
+launched_still_starting()
+{
+	local pid state
+
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	[ -r "/proc/$pid/stat" ] || return 1
+	state=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+	[ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
 wait_ready()
 {
 	local name=$1 program=$2 url=$3 deadline pid
@@ -64,6 +76,13 @@ wait_ready()
 	deadline=$((SECONDS + start_timeout))
 	while :; do
 		pid=$(emulator_live_pid "$run_dir/$name.pid" "$program") || {
+			# Just after `&` the child can still be the forked shell, not
+			# yet node: its command line does not name the program. That
+			# is starting, not dead (CI once failed on exactly this race).
+			if launched_still_starting "$run_dir/$name.pid" && [ "$SECONDS" -lt "$deadline" ]; then
+				sleep 0.05
+				continue
+			fi
 			tail -n 20 "$run_dir/$name.log" >&2 || true
 			emulator_die "$name exited during start-up (log: $run_dir/$name.log)"
 		}

@@ -33,14 +33,14 @@ EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolat
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.
-ifeq ($(filter check demo bench,$(MAKECMDGOALS)),)
+ifeq ($(filter check demo bench soak,$(MAKECMDGOALS)),)
 # No JIT bitcode: it needs clang at build time and buys payflow nothing.
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 else
 # Everything below runs on a fresh Debian 12 machine as root.
-.PHONY: check demo bench
+.PHONY: check demo bench soak
 check:
 	test/run-checks.sh
 
@@ -49,6 +49,10 @@ demo:
 
 bench:
 	test/bench.sh
+
+# The fault runner for longer: make soak SEED=42 MINUTES=30
+soak:
+	test/soak/run.sh --seed "$(or $(SEED),$$(date +%s))" --minutes "$(or $(MINUTES),10)"
 
 endif
 

@@ -102,6 +102,14 @@ test_optional_members(void)
 	CHECK(json_is_object(json_object_get(ev.body, "error")));
 	pf_event_free(&ev);
 
+	/* OperationCompleted as the extension writes it: the result inline */
+	CHECK(parse("{\"eventType\":\"OperationCompleted\",\"eventVersion\":1,\"eventId\":\"" UUID "\","
+				"\"operationId\":\"" OPID "\",\"paymentId\":\"p\",\"attempt\":1,\"status\":\"COMPLETED\","
+				"\"createdAt\":\"2024-10-01T12:00:00Z\",\"result\":{\"invoiceId\":\"inv_1\",\"httpStatus\":201}}",
+				&ev) == PF_EVENT_OK);
+	CHECK(!ev.has_ref);
+	pf_event_free(&ev);
+
 	/* a null correlationId is the same as none */
 	CHECK(parse("{\"eventType\":\"OperationCompleted\",\"eventVersion\":1,\"eventId\":\"" UUID "\","
 				"\"operationId\":\"" OPID "\",\"paymentId\":\"p\",\"attempt\":1,\"correlationId\":null,"

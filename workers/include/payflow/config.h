@@ -32,7 +32,8 @@
 #define PF_PROGRAM_POSTPROCESS	0x08	/* payflow-worker --role postprocess */
 #define PF_PROGRAM_INVOICE		0x10	/* payflow-worker --role invoice */
 #define PF_PROGRAM_API			0x20
-#define PF_PROGRAM_ANY			0x3F
+#define PF_PROGRAM_WEBHOOK		0x40	/* payflow-worker --role webhook */
+#define PF_PROGRAM_ANY			0x7F
 /* Programs that call AWS (they need a region and credentials). */
 #define PF_PROGRAM_USES_AWS		(PF_PROGRAM_RELAY | PF_PROGRAM_WORKER)
 
@@ -105,6 +106,17 @@ typedef struct pf_config
 	char	   *postprocess_url;
 	char	   *invoice_url;
 	char	   *listen;
+	/* payflow-api: its pool of PostgreSQL connections, HTTP limits, time-outs */
+	int			api_pool_size;
+	int			api_pool_wait_ms;	/* longest wait for a connection, then 503 */
+	int			api_threads;	/* HTTP threads */
+	int			api_max_body;	/* bytes; a larger request gets 413 */
+	int			api_s3_threshold;	/* bytes of details above which they go to S3 */
+	int			api_max_header_bytes;
+	int			api_statement_timeout_ms;
+	int			api_idle_timeout;	/* seconds without traffic on a connection */
+	int			api_retry_after;	/* seconds, the Retry-After sent */
+	int			api_max_streams;	/* concurrent event streams */
 	int			log_level;		/* pf_log_level */
 	int			relay_in_flight;
 	int			relay_lease_seconds;
@@ -116,6 +128,11 @@ typedef struct pf_config
 	int			invoice_tls_verify; /* 0 false, 1 true */
 	int			postprocess_timeout_ms;
 	int			postprocess_tls_verify;
+	int			webhook_max_attempts;
+	int			webhook_timeout_ms;
+	int			webhook_backoff_base_s;
+	int			webhook_backoff_max_s;
+	int			webhook_allow_http;	/* 0 false, 1 true: http:// to loopback URLs */
 } pf_config;
 
 /*

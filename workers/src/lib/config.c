@@ -97,6 +97,17 @@ static const setting settings[] = {
 	{"PAYFLOW_POSTPROCESS_URL", T_URL, AT(postprocess_url), NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_INVOICE_URL", T_URL, AT(invoice_url), PF_PROGRAM_INVOICE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LISTEN", T_HOST_PORT, AT(listen), NONE, "127.0.0.1:8080", false, NULL, 0, 0, NULL},
+	/* payflow-api: pool, HTTP limits and time-outs */
+	{"PAYFLOW_API_POOL_SIZE", T_INT, AT(api_pool_size), NONE, "8", false, NULL, 1, 500, NULL},
+	{"PAYFLOW_API_POOL_WAIT_MS", T_INT, AT(api_pool_wait_ms), NONE, "2000", false, NULL, 1, 600000, NULL},
+	{"PAYFLOW_API_THREADS", T_INT, AT(api_threads), NONE, "8", false, NULL, 1, 256, NULL},
+	{"PAYFLOW_API_MAX_BODY", T_INT, AT(api_max_body), NONE, "1048576", false, NULL, 256, 268435456, NULL},
+	{"PAYFLOW_API_S3_THRESHOLD", T_INT, AT(api_s3_threshold), NONE, "262144", false, NULL, 0, 268435456, NULL},
+	{"PAYFLOW_API_MAX_HEADER_BYTES", T_INT, AT(api_max_header_bytes), NONE, "16384", false, NULL, 1024, 1048576, NULL},
+	{"PAYFLOW_API_STATEMENT_TIMEOUT_MS", T_INT, AT(api_statement_timeout_ms), NONE, "5000", false, NULL, 10, 3600000, NULL},
+	{"PAYFLOW_API_IDLE_TIMEOUT", T_INT, AT(api_idle_timeout), NONE, "30", false, NULL, 1, 3600, NULL},
+	{"PAYFLOW_API_RETRY_AFTER", T_INT, AT(api_retry_after), NONE, "1", false, NULL, 1, 3600, NULL},
+	{"PAYFLOW_API_MAX_STREAMS", T_INT, AT(api_max_streams), NONE, "1000", false, NULL, 1, 100000, NULL},
 	{"PAYFLOW_LOG_LEVEL", T_ENUM, AT(log_level), NONE, "info", false, "debug|info|warn|error", 0, 0, NULL},
 	{"PAYFLOW_RELAY_IN_FLIGHT", T_INT, AT(relay_in_flight), NONE, "4", false, NULL, 1, 64, NULL},
 	{"PAYFLOW_DB_CONNECTIONS", T_INT, AT(db_connections), NONE, "0", false, NULL, 0, 1000, NULL},
@@ -109,6 +120,13 @@ static const setting settings[] = {
 	{"PAYFLOW_INVOICE_TLS_VERIFY", T_ENUM, AT(invoice_tls_verify), NONE, "true", false, "false|true", 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_TIMEOUT_MS", T_INT, AT(postprocess_timeout_ms), NONE, "30000", false, NULL, 100, 3600000, NULL},
 	{"PAYFLOW_POSTPROCESS_TLS_VERIFY", T_ENUM, AT(postprocess_tls_verify), NONE, "true", false, "false|true", 0, 0, NULL},
+	/* webhook deliveries: attempts are the message's receive count, delays its visibility (at most 12 h) */
+	{"PAYFLOW_WEBHOOK_MAX_ATTEMPTS", T_INT, AT(webhook_max_attempts), NONE, "8", false, NULL, 1, 100, NULL},
+	{"PAYFLOW_WEBHOOK_TIMEOUT_MS", T_INT, AT(webhook_timeout_ms), NONE, "10000", false, NULL, 100, 600000, NULL},
+	{"PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS", T_INT, AT(webhook_backoff_base_s), NONE, "30", false, NULL, 1, 43200, NULL},
+	{"PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", T_INT, AT(webhook_backoff_max_s), NONE, "3600", false, NULL, 1, 43200, NULL},
+	/* plain http:// is refused unless this is true, and even then only to a loopback host */
+	{"PAYFLOW_WEBHOOK_ALLOW_HTTP", T_ENUM, AT(webhook_allow_http), NONE, "false", false, "false|true", 0, 0, NULL},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -495,6 +513,8 @@ check_combinations(loader *ld, pf_config *cfg, unsigned programs)
 		!pf_url_is_loopback(cfg->invoice_url))
 		return failf(ld, "invalid PAYFLOW_INVOICE_TLS_VERIFY: false is accepted only for a loopback "
 					 "PAYFLOW_INVOICE_URL (localhost, 127.0.0.0/8, [::1])");
+	if (cfg->webhook_backoff_max_s < cfg->webhook_backoff_base_s)
+		return failf(ld, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: below PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS");
 	if ((programs & PF_PROGRAM_POSTPROCESS) && !cfg->postprocess_tls_verify && cfg->postprocess_url &&
 		!pf_url_is_loopback(cfg->postprocess_url))
 		return failf(ld, "invalid PAYFLOW_POSTPROCESS_TLS_VERIFY: false is accepted only for a loopback "

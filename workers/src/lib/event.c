@@ -28,7 +28,8 @@ static const event_kind event_kinds[] = {
 	{"PaymentRequested", "payment-requests", "payload", true},
 	{"PaymentCompleted", "payment-completed", "result", true},
 	{"InvoiceRequested", "invoice-requests", "invoiceInput", true},
-	{"OperationCompleted", "operation-events", "result", false},
+	/* its "result" is the last step's result object inline, not a reference */
+	{"OperationCompleted", "operation-events", NULL, false},
 	{"OperationFailed", "operation-events", NULL, false},
 };
 

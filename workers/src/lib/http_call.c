@@ -137,6 +137,13 @@ pf_result
 pf_http_call_post_json(pf_http_call *call, const char *url, const char *key, const char *body, size_t body_len,
 					   pf_http_response *resp, pf_error *err)
 {
+	return pf_http_call_post_json_with(call, url, key, NULL, body, body_len, resp, err);
+}
+
+pf_result
+pf_http_call_post_json_with(pf_http_call *call, const char *url, const char *key, const char *const *extra_headers,
+							const char *body, size_t body_len, pf_http_response *resp, pf_error *err)
+{
 	CURL	   *easy = call->easy;
 	struct curl_slist *headers = NULL;
 	pf_buf		line = PF_BUF_INIT;
@@ -160,6 +167,8 @@ pf_http_call_post_json(pf_http_call *call, const char *url, const char *key, con
 		headers = curl_slist_append(headers, line.data);
 		pf_buf_free(&line);
 	}
+	for (int i = 0; extra_headers && extra_headers[i]; i++)
+		headers = curl_slist_append(headers, extra_headers[i]);
 	if (headers == NULL)
 		abort();
 

@@ -1,6 +1,6 @@
 /*
  * main.c
- *		payflow-worker --role payment|postprocess|invoice
+ *		payflow-worker --role payment|postprocess|invoice|webhook
  *
  * Settings come from the environment (config.h); the role decides which
  * are required. Exit status: 0 after a clean drain (SIGTERM or SIGINT),
@@ -16,16 +16,17 @@
 
 #include "worker.h"
 
-static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, NULL};
+static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, &webhook_role, NULL};
 
 static void
 usage(FILE *out)
 {
-	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice [--check-role]\n"
+	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice|webhook [--check-role]\n"
 			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation:\n"
 			"  payment      PROCESS_PAYMENT through the legacy DBMS (PAYFLOW_LEGACY_*)\n"
 			"  postprocess  POST_PROCESS with PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL\n"
 			"  invoice      CREATE_INVOICE at PAYFLOW_INVOICE_URL\n"
+			"  webhook      OperationCompleted/Failed events POSTed, signed, to each tenant's webhook URL\n"
 			"--check-role exits 0 when the role exists, without starting.\n");
 }
 

@@ -236,6 +236,12 @@ bad_message(worker *w, job *j, const char *code, const char *why)
 	json_decref(body);
 }
 
+void
+step_bad_message(step_run *run, const char *code, const char *why)
+{
+	bad_message(run->w, run->job, code, why);
+}
+
 /* Read the step's input through the claim check; STEP_SUCCEEDED when read. */
 static step_status
 read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev, pf_buf *input, step_run *run)
@@ -520,6 +526,30 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 	pf_buf_free(&input);
 }
 
+/* A role without a step of its own (webhook) handles the event itself. */
+static void
+handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
+{
+	step_run	run;
+	int			hide_s = 0;
+
+	memset(&run, 0, sizeof(run));
+	run.event = ev;
+	run.operation_id = ev->operation_id;
+	run.payment_id = ev->payment_id;
+	run.attempt = j->msg->receive_count;
+	run.input = j->msg->body;
+	run.input_len = j->msg->body_len;
+	run.ids.operation_id = ev->operation_id;
+	run.ids.event_id = ev->event_id;
+	run.ids.correlation_id = ev->correlation_id;
+	run.w = w;
+	run.ex = ex;
+	run.job = j;
+	j->outcome = w->role->handle_event(ex->role_thread, &run, &hide_s);
+	j->hide_s = hide_s < 1 ? 1 : hide_s > MAX_HIDE_SECONDS ? MAX_HIDE_SECONDS : hide_s;
+}
+
 void
 step_execute(worker *w, executor *ex, job *j)
 {
@@ -538,6 +568,12 @@ step_execute(worker *w, executor *ex, job *j)
 	if (st != PF_EVENT_OK)
 	{
 		bad_message(w, j, pf_event_status_name(st), why);
+		pf_event_free(&ev);
+		return;
+	}
+	if (w->role->handle_event != NULL)
+	{
+		handle_event(w, ex, j, &ev);
 		pf_event_free(&ev);
 		return;
 	}

@@ -1,7 +1,8 @@
 /*
  * worker.h
  *		payflow-worker: consumes one queue and runs one step of each operation
- *		(--role payment|postprocess|invoice), correctly when a call takes
+ *		(--role payment|postprocess|invoice), or delivers its events
+ *		(--role webhook), correctly when a call takes
  *		15 minutes, a message arrives twice, or the process dies half-way.
  *
  * Threads. The main thread owns the transport (SQS on one curl multi
@@ -33,6 +34,7 @@
  *		role_payment.c	the payment role: the legacy DBMS over ODBC
  *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook
  *		role_invoice.c	the invoice role: the invoice API over HTTP(S)
+ *		role_webhook.c	the webhook role: terminal events to tenants' URLs, signed
  */
 #ifndef PAYFLOW_WORKER_H
 #define PAYFLOW_WORKER_H
@@ -148,6 +150,14 @@ typedef struct step_run
 	job		   *job;
 } step_run;
 
+typedef enum job_outcome
+{
+	OUTCOME_LEAVE = 0,			/* nothing: it comes back when its visibility runs out */
+	OUTCOME_DELETE,				/* handled and committed */
+	OUTCOME_RELEASE,			/* visible again now */
+	OUTCOME_HIDE				/* keep hidden for hide_s (a step leased elsewhere, a retry later) */
+} job_outcome;
+
 typedef struct role_ops
 {
 	const char *name;			/* --role */
@@ -163,11 +173,20 @@ typedef struct role_ops
 	step_status (*run) (void *thread, step_run *run);
 	/* From the main thread: make the executor's blocking call return soon. */
 	void		(*interrupt) (void *thread);
+	/*
+	 * Optional, for a role that runs no step (webhook): takes each
+	 * well-formed event of any type instead of claim, run and complete. run
+	 * has the event, its ids, the message body as input and the message's
+	 * receive count as attempt. Returns what becomes of the message
+	 * (*hide_s with OUTCOME_HIDE); step_bad_message() for one it cannot use.
+	 */
+	job_outcome (*handle_event) (void *thread, step_run *run, int *hide_s);
 } role_ops;
 
 extern const role_ops payment_role;
 extern const role_ops postprocess_role;
 extern const role_ops invoice_role;
+extern const role_ops webhook_role;
 
 /* Services of step.c for roles (executor thread). */
 stop_reason step_stop_requested(step_run *run);
@@ -178,6 +197,11 @@ void		step_call_finished(step_run *run);
 bool		step_sleep(step_run *run, int ms);
 /* payflow.save_step_ref: PF_ERR_FINAL with code PF004 when the lease is lost. */
 pf_result	step_save_external_ref(step_run *run, const char *ref, pf_error *err);
+/*
+ * A message no worker can handle: logged and left to the queue's redrive
+ * policy (recorded in payflow.dead_letters on its last receive).
+ */
+void		step_bad_message(step_run *run, const char *code, const char *why);
 /* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
 void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
 /*
@@ -231,14 +255,6 @@ pf_result	db_record_dead_letter(pf_pg *pg, const char *queue, const char *body, 
 								  const char *operation_id, pf_error *err);
 
 /* ---- jobs, executors, the worker ---- */
-
-typedef enum job_outcome
-{
-	OUTCOME_LEAVE = 0,			/* nothing: it comes back when its visibility runs out */
-	OUTCOME_DELETE,				/* handled and committed */
-	OUTCOME_RELEASE,			/* visible again now */
-	OUTCOME_HIDE				/* keep hidden for hide_s (a step leased elsewhere) */
-} job_outcome;
 
 /* One held message, from its receipt until the main thread acts on its outcome. */
 struct job

@@ -12,13 +12,14 @@ OBJS = \
 	extension/src/operation_id.o \
 	extension/src/payflow.o \
 	extension/src/scheduler.o \
+	extension/src/tenant.o \
 	extension/src/token.o \
 	extension/src/transitions.o \
 	extension/src/wakeup.o
 
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 MODULEDIR = extension
-DATA = extension/payflow.control $(wildcard extension/sql/payflow--*--*.sql)
+DATA = extension/payflow.control extension/sql/payflow--0.1.0.sql $(wildcard extension/sql/payflow--*--*.sql)
 DATA_built = extension/payflow--$(EXTVERSION).sql
 PG_CPPFLAGS = -I$(srcdir)/extension/include
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration

@@ -4,7 +4,8 @@
  *
  * The SQL script holds tables and business rules; C holds what is hot or
  * needs the server's internals: operation ids, the transition table, the
- * backoff formula, the relay wake-up and the scheduler background worker.
+ * backoff formula, the relay wake-up, the transaction's tenant and the
+ * scheduler background worker.
  */
 #ifndef PAYFLOW_H
 #define PAYFLOW_H
@@ -34,7 +35,14 @@ extern void payflow_wakeup_shmem_startup(void);
 extern void payflow_wakeup_register_xact_callback(void);
 extern void payflow_wakeup_attach_scheduler(void);
 extern void payflow_wakeup_detach_scheduler(void);
-extern bool payflow_wakeup_consume(void);
+extern uint32 payflow_wakeup_consume(void);
+
+/* What a commit woke the scheduler for: one NOTIFY channel per bit */
+#define PF_WAKE_OUTBOX	0x1		/* NOTIFY payflow_outbox: relays */
+#define PF_WAKE_STATUS	0x2		/* NOTIFY payflow_status: event streams */
+
+/* tenant.c: the tenant of the current transaction (set by authenticate) */
+extern void payflow_tenant_register_xact_callback(void);
 
 /* scheduler.c */
 extern void payflow_register_scheduler(void);

@@ -58,6 +58,8 @@ _PG_init(void)
 
 	/* Every backend wakes the scheduler after commits that wrote the outbox */
 	payflow_wakeup_register_xact_callback();
+	/* ... and forgets the transaction's tenant when it ends */
+	payflow_tenant_register_xact_callback();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -5,7 +5,8 @@
  * It holds no business logic: every payflow.scheduler_naptime it calls
  * payflow.run_scheduler() in one short transaction, and when committed
  * transactions wrote the outbox it sends one NOTIFY payflow_outbox to wake
- * the relays.  Keeping the logic in SQL lets pg_cron drive the same function
+ * the relays (and one NOTIFY payflow_status after status changes, for the
+ * HTTP edge's event streams).  Keeping the logic in SQL lets pg_cron drive the same function
  * where no C library can be loaded.  Shaped after worker_spi: handlers only
  * set flags, the loop waits on its latch and exits with the postmaster.
  */
@@ -124,6 +125,7 @@ payflow_scheduler_main(Datum main_arg)
 	for (;;)
 	{
 		long		timeout_ms;
+		uint32		wake;
 		TimestampTz now = GetCurrentTimestamp();
 
 		timeout_ms = TimestampDifferenceMilliseconds(now, next_run);
@@ -139,9 +141,16 @@ payflow_scheduler_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		/* One NOTIFY for all the commits that wrote the outbox meanwhile */
-		if (payflow_wakeup_consume())
+		/*
+		 * One NOTIFY per channel for all the commits that wrote the outbox
+		 * or changed a status meanwhile.
+		 */
+		wake = payflow_wakeup_consume();
+		if (wake & PF_WAKE_OUTBOX)
 			sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
+						0, NULL, NULL, false);
+		if (wake & PF_WAKE_STATUS)
+			sch_execute("SELECT pg_catalog.pg_notify('payflow_status', '')",
 						0, NULL, NULL, false);
 
 		now = GetCurrentTimestamp();

@@ -1,15 +1,16 @@
 /*
  * wakeup.c
- *		Waking the relays after commits that wrote the outbox, without a
- *		NOTIFY in every writing transaction.
+ *		Waking the relays after commits that wrote the outbox, and the HTTP
+ *		edge's event streams after commits that changed an operation's
+ *		status, without a NOTIFY in every writing transaction.
  *
  * NOTIFY takes a database-wide lock at commit and so serialises all
  * committing transactions that notified (see the benchmark in the README).
  * Instead, a backend that wrote outbox rows sets a flag in shared memory and
  * the scheduler's latch when its transaction commits; the scheduler worker
- * then sends one NOTIFY payflow_outbox for however many commits happened
- * meanwhile.  Without shared_preload_libraries there is no shared state and
- * the relays fall back to polling.
+ * then sends one NOTIFY payflow_outbox (or payflow_status) for however many
+ * commits happened meanwhile.  Without shared_preload_libraries there is no
+ * shared state and listeners fall back to polling.
  */
 #include "payflow.h"
 
@@ -27,14 +28,14 @@ typedef struct PayflowWakeupShared
 {
 	slock_t		mutex;			/* protects scheduler_latch */
 	Latch	   *scheduler_latch;	/* NULL while no scheduler runs */
-	pg_atomic_uint32 outbox_dirty;	/* commits wrote the outbox since the
-									 * last NOTIFY */
+	pg_atomic_uint32 dirty;		/* PF_WAKE_* bits of the commits since the
+								 * last NOTIFYs */
 } PayflowWakeupShared;
 
 static PayflowWakeupShared *wakeup_shared = NULL;
 
-/* This transaction inserted outbox rows: wake the scheduler at commit */
-static bool wakeup_at_commit = false;
+/* PF_WAKE_* bits this transaction earned: the scheduler is woken at commit */
+static uint32 wakeup_at_commit = 0;
 
 void
 payflow_wakeup_shmem_request(void)
@@ -54,7 +55,7 @@ payflow_wakeup_shmem_startup(void)
 	{
 		SpinLockInit(&wakeup_shared->mutex);
 		wakeup_shared->scheduler_latch = NULL;
-		pg_atomic_init_u32(&wakeup_shared->outbox_dirty, 0);
+		pg_atomic_init_u32(&wakeup_shared->dirty, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -68,20 +69,20 @@ pf_wakeup_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (wakeup_at_commit && wakeup_shared != NULL)
+			if (wakeup_at_commit != 0 && wakeup_shared != NULL)
 			{
-				pg_atomic_write_u32(&wakeup_shared->outbox_dirty, 1);
+				pg_atomic_fetch_or_u32(&wakeup_shared->dirty, wakeup_at_commit);
 				SpinLockAcquire(&wakeup_shared->mutex);
 				latch = wakeup_shared->scheduler_latch;
 				SpinLockRelease(&wakeup_shared->mutex);
 				if (latch != NULL)
 					SetLatch(latch);
 			}
-			wakeup_at_commit = false;
+			wakeup_at_commit = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			wakeup_at_commit = false;
+			wakeup_at_commit = 0;
 			break;
 		default:
 			break;
@@ -123,13 +124,13 @@ payflow_wakeup_detach_scheduler(void)
 	SpinLockRelease(&wakeup_shared->mutex);
 }
 
-/* True (once) when commits wrote the outbox since the last call */
-bool
+/* The PF_WAKE_* bits of the commits since the last call (each seen once) */
+uint32
 payflow_wakeup_consume(void)
 {
 	if (wakeup_shared == NULL)
-		return false;
-	return pg_atomic_exchange_u32(&wakeup_shared->outbox_dirty, 0) != 0;
+		return 0;
+	return pg_atomic_exchange_u32(&wakeup_shared->dirty, 0);
 }
 
 PG_FUNCTION_INFO_V1(payflow_outbox_written);
@@ -141,6 +142,20 @@ PG_FUNCTION_INFO_V1(payflow_outbox_written);
 Datum
 payflow_outbox_written(PG_FUNCTION_ARGS)
 {
-	wakeup_at_commit = true;
+	wakeup_at_commit |= PF_WAKE_OUTBOX;
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(payflow_status_changed);
+
+/*
+ * payflow._status_changed() marks the current transaction as one that
+ * changed an operation's status; event-stream listeners are woken (NOTIFY
+ * payflow_status) if and when it commits.
+ */
+Datum
+payflow_status_changed(PG_FUNCTION_ARGS)
+{
+	wakeup_at_commit |= PF_WAKE_STATUS;
 	PG_RETURN_VOID();
 }

@@ -2,12 +2,13 @@
 -- Runs in one transaction that is rolled back.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-SELECT plan(65);
+SELECT plan(69);
 
 -- schema
 SELECT has_schema('payflow');
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
-	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys']);
+	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
+	'webhooks', 'webhook_failures']);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
@@ -43,10 +44,21 @@ SELECT is(
 	0, 'PUBLIC may execute no payflow function');
 SELECT is(
 	(SELECT count(*)::int FROM pg_class c WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
-		AND (has_table_privilege('public', c.oid, 'SELECT') OR has_table_privilege('payflow_app', c.oid, 'SELECT')
-			 OR has_table_privilege('payflow_worker', c.oid, 'SELECT'))),
-	0, 'PUBLIC, app and worker read no payflow table directly');
+		AND (has_table_privilege('public', c.oid, 'SELECT') OR has_table_privilege('payflow_worker', c.oid, 'SELECT'))),
+	0, 'PUBLIC and worker read no payflow table directly');
+-- the app reads its tenant's operations and history, under row-level security
+SELECT is(
+	(SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
+		AND has_any_column_privilege('payflow_app', c.oid, 'SELECT')),
+	ARRAY['operation_history', 'operations'],
+	'the app reads only operations and operation_history');
+SELECT ok((SELECT bool_and(relrowsecurity) FROM pg_class
+			WHERE oid IN ('payflow.operations'::regclass, 'payflow.operation_history'::regclass)),
+		  'row-level security is on for the tables the app reads');
+SELECT ok(NOT has_column_privilege('payflow_app', 'payflow.operations', 'request_hash', 'SELECT'), 'the app does not read request hashes');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.api_keys', 'key_hash', 'SELECT'), 'not even the admin reads key hashes');
+SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.webhooks', 'secret', 'SELECT'), 'nor webhook secrets');
 
 -- login roles for the role tests
 CREATE ROLE tap_app LOGIN IN ROLE payflow_app;

@@ -1,0 +1,1724 @@
+-- payflow: tracked asynchronous payment operations.
+--
+-- The full install script of the current version.  The build copies it to
+-- payflow--<version>.sql; later versions ship payflow--A--B.sql upgrade
+-- scripts next to it instead of editing what was released.
+--
+-- Tables hold the state, functions the rules.  Every public function is
+-- SECURITY DEFINER with a pinned search_path: the roles payflow_app,
+-- payflow_worker and payflow_admin get EXECUTE on what they need and no
+-- table privileges at all.
+
+\echo Use "CREATE EXTENSION payflow" to load this file. \quit
+
+-- Roles are cluster-wide and survive DROP EXTENSION; create them only once.
+DO $roles$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_app') THEN
+		CREATE ROLE payflow_app NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_worker') THEN
+		CREATE ROLE payflow_worker NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_admin') THEN
+		CREATE ROLE payflow_admin NOLOGIN;
+	END IF;
+END
+$roles$;
+
+---------------------------------------------------------------------------
+-- C functions
+---------------------------------------------------------------------------
+
+-- A payflow GUC in its base unit; calling it loads the library (and so
+-- defines the GUCs) in a backend that did not preload payflow.
+CREATE FUNCTION payflow._setting(name text) RETURNS text
+	AS 'MODULE_PATHNAME', 'payflow_setting' LANGUAGE C STABLE STRICT;
+
+-- "pay_" + ULID, monotonic within a backend.
+CREATE FUNCTION payflow._new_operation_id() RETURNS text
+	AS 'MODULE_PATHNAME', 'payflow_new_operation_id' LANGUAGE C VOLATILE;
+
+-- Hex of nbytes strong random bytes (API key secrets).
+CREATE FUNCTION payflow._random_token(nbytes integer) RETURNS text
+	AS 'MODULE_PATHNAME', 'payflow_random_token' LANGUAGE C VOLATILE STRICT;
+
+-- Raises PF001 unless from -> to is a legal transition; returns "to".
+CREATE FUNCTION payflow._check_transition(from_status text, to_status text, replay boolean DEFAULT false)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'payflow_check_transition' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- COMPLETED, FAILED, CANCELLED.
+CREATE FUNCTION payflow._is_terminal(status text) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'payflow_is_terminal' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- min(base * 2^attempt, cap) plus up to jitter * that.
+CREATE FUNCTION payflow.backoff_delay(attempt integer, base interval, cap interval, jitter float8 DEFAULT 0.2)
+	RETURNS interval
+	AS 'MODULE_PATHNAME', 'payflow_backoff_delay' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- Marks this transaction as one that wrote the outbox (relay wake-up at commit).
+CREATE FUNCTION payflow._outbox_written() RETURNS void
+	AS 'MODULE_PATHNAME', 'payflow_outbox_written' LANGUAGE C VOLATILE;
+
+---------------------------------------------------------------------------
+-- Tables
+---------------------------------------------------------------------------
+
+-- The pipeline, one row per step, in order.  The statuses must agree with
+-- the C transition table; admins may tune the retry columns per step
+-- (NULL = the payflow.* GUC).
+CREATE TABLE payflow.step_definitions (
+	step_name text PRIMARY KEY,
+	position integer NOT NULL UNIQUE,
+	ready_status text NOT NULL,		-- operation status while the step waits
+	running_status text NOT NULL,	-- status once a worker claimed it
+	done_status text NOT NULL,		-- status after it succeeded
+	request_event text NOT NULL,	-- event that asks a worker to run it
+	destination text NOT NULL,		-- where that event goes
+	input_field text NOT NULL,		-- field of the event carrying the input ref
+	result_name text,				-- payload name of the result, NULL = inline only
+	max_attempts integer CHECK (max_attempts BETWEEN 1 AND 1000),
+	retry_base_delay interval,
+	retry_max_delay interval
+);
+
+INSERT INTO payflow.step_definitions
+	(step_name, position, ready_status, running_status, done_status,
+	 request_event, destination, input_field, result_name)
+VALUES
+	('PROCESS_PAYMENT', 1, 'PENDING', 'PAYMENT_PROCESSING', 'PAYMENT_COMPLETED',
+	 'PaymentRequested', 'payment-requests', 'payload', 'payment-result.json'),
+	('POST_PROCESS', 2, 'PAYMENT_COMPLETED', 'POST_PROCESSING', 'INVOICE_PENDING',
+	 'PaymentCompleted', 'payment-completed', 'result', 'invoice-input.json'),
+	('CREATE_INVOICE', 3, 'INVOICE_PENDING', 'INVOICE_PENDING', 'COMPLETED',
+	 'InvoiceRequested', 'invoice-requests', 'invoiceInput', NULL);
+
+-- Identifiers are compared byte-wise (COLLATE "C"): they are not words,
+-- and locale-aware comparison costs every B-tree descent on the hot path.
+
+-- One row per operation.  Only status/updated_at/current_step/error change
+-- on the hot path and none of them is indexed, so those updates are HOT;
+-- terminal_at and payloads_purged_at change once each.
+CREATE TABLE payflow.operations (
+	id text COLLATE "C" PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL DEFAULT '',
+	payment_id text COLLATE "C" NOT NULL,
+	idempotency_key text COLLATE "C" NOT NULL,
+	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
+	correlation_id text,
+	status text NOT NULL DEFAULT 'PENDING',
+	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
+	request_ref jsonb NOT NULL,
+	result jsonb,
+	error jsonb,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	terminal_at timestamptz,
+	payloads_purged_at timestamptz,
+	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
+) WITH (fillfactor = 80);
+
+CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL;
+CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+
+-- Every status change: who, when, from, to, why.  Append-only.
+CREATE TABLE payflow.operation_history (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint GENERATED ALWAYS AS IDENTITY,
+	from_status text,
+	to_status text NOT NULL,
+	reason text,
+	actor text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (operation_id, id)
+);
+
+-- Steps churn: claim, heartbeat, complete.  Heartbeats only touch
+-- lease_expires_at, which no index contains, so they are HOT updates;
+-- fillfactor leaves room on the page for them.  The partial indexes keep
+-- the scheduler's scans to the rows that can need it.
+CREATE TABLE payflow.steps (
+	operation_id text COLLATE "C" NOT NULL,
+	step_name text COLLATE "C" NOT NULL,
+	status text NOT NULL DEFAULT 'PENDING'
+		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+	attempt integer NOT NULL DEFAULT 0,
+	input_ref jsonb,
+	lease_owner text,
+	lease_expires_at timestamptz,
+	claimed_at timestamptz,
+	pending_since timestamptz,		-- set while PENDING: stuck detection
+	next_attempt_at timestamptz,	-- set while RETRY_WAIT
+	external_ref text,				-- e.g. the legacy job of submit-poll mode
+	result jsonb,
+	result_ref jsonb,
+	completion jsonb,				-- answer of complete_step, repeated verbatim
+	last_error jsonb,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	finished_at timestamptz,
+	PRIMARY KEY (operation_id, step_name)
+) WITH (fillfactor = 70,
+		autovacuum_vacuum_scale_factor = 0.02,
+		autovacuum_analyze_scale_factor = 0.05,
+		autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX steps_pending_idx ON payflow.steps (pending_since) WHERE status = 'PENDING';
+CREATE INDEX steps_running_idx ON payflow.steps (claimed_at) WHERE status = 'RUNNING';
+CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE status = 'RETRY_WAIT';
+
+-- The transactional outbox.  Rows live from the state change that wrote
+-- them to the relay's ack, which deletes them: the table stays as small as
+-- the backlog.  Claims and nacks touch only unindexed columns (HOT).
+CREATE TABLE payflow.outbox (
+	event_id uuid PRIMARY KEY,
+	seq bigint GENERATED ALWAYS AS IDENTITY,
+	operation_id text COLLATE "C" NOT NULL,
+	event_type text NOT NULL,
+	destination text NOT NULL,
+	message_group_id text COLLATE "C" NOT NULL,
+	body jsonb NOT NULL,
+	attributes jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	available_at timestamptz NOT NULL DEFAULT now(),
+	claimed_by text,
+	claim_expires_at timestamptz,
+	attempts integer NOT NULL DEFAULT 0,
+	last_error text
+) WITH (fillfactor = 70,
+		autovacuum_vacuum_scale_factor = 0.01,
+		autovacuum_vacuum_threshold = 1000,
+		autovacuum_vacuum_insert_scale_factor = 0.01,
+		autovacuum_analyze_scale_factor = 0.05,
+		autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX outbox_seq_idx ON payflow.outbox (seq);
+CREATE INDEX outbox_group_idx ON payflow.outbox (message_group_id, seq);
+
+-- Log of acked events and their SQS message ids, for investigation;
+-- append-only, pruned by purge after payflow.retention_published.
+CREATE TABLE payflow.outbox_published (
+	event_id uuid NOT NULL,
+	operation_id text NOT NULL,
+	event_type text NOT NULL,
+	destination text NOT NULL,
+	message_id text,
+	published_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX outbox_published_at_idx ON payflow.outbox_published USING brin (published_at);
+
+-- The "pg" claim-check store.
+CREATE TABLE payflow.payloads (
+	key text COLLATE "C" PRIMARY KEY,
+	operation_id text COLLATE "C" NOT NULL,
+	checksum text NOT NULL,			-- "sha256:<hex>"
+	size bigint NOT NULL,
+	content bytea NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+-- No index on operation_id: every key of an operation starts with
+-- "payments/<id>/", so purge finds them by a range of the primary key.
+
+-- Event ids a consumer has handled (consumer-side de-duplication).
+CREATE TABLE payflow.consumed_events (
+	consumer text COLLATE "C" NOT NULL,
+	event_id uuid NOT NULL,
+	consumed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (consumer, event_id)
+);
+CREATE INDEX consumed_events_at_idx ON payflow.consumed_events USING brin (consumed_at);
+
+-- Failed operations and messages no worker could handle.
+CREATE TABLE payflow.dead_letters (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	source text NOT NULL CHECK (source IN ('step', 'message')),
+	operation_id text,
+	step_name text,
+	queue text,
+	message_body text,
+	error jsonb NOT NULL,
+	attempts integer,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	replayed_at timestamptz
+);
+CREATE INDEX dead_letters_operation_idx ON payflow.dead_letters (operation_id);
+CREATE INDEX dead_letters_created_idx ON payflow.dead_letters (created_at);
+
+-- API keys of the HTTP edge: only a sha256 of the secret is stored.
+CREATE TABLE payflow.api_keys (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	tenant text NOT NULL,
+	name text,
+	key_hash bytea NOT NULL UNIQUE,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	revoked_at timestamptz
+);
+
+---------------------------------------------------------------------------
+-- Internal helpers (revoked from PUBLIC below)
+---------------------------------------------------------------------------
+
+-- Interval GUC (stored in seconds).
+CREATE FUNCTION payflow._seconds(name text) RETURNS interval
+	LANGUAGE sql STABLE STRICT
+	AS $$ SELECT make_interval(secs => payflow._setting(name)::float8) $$;
+
+-- ISO 8601 UTC with milliseconds, as in the event format ("…Z").
+CREATE FUNCTION payflow._iso(ts timestamptz) RETURNS text
+	LANGUAGE sql STABLE
+	AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') $$;
+
+-- A required text argument: not NULL (22004), not empty (22023), not
+-- longer than max_length characters (22001).
+CREATE FUNCTION payflow._require_text(arg_name text, value text, max_length integer)
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', arg_name USING ERRCODE = 'null_value_not_allowed';
+	ELSIF value = '' THEN
+		RAISE EXCEPTION '% must not be empty', arg_name USING ERRCODE = 'invalid_parameter_value';
+	ELSIF length(value) > max_length THEN
+		RAISE EXCEPTION '% is too long', arg_name
+			USING ERRCODE = 'string_data_right_truncation',
+				  DETAIL = format('The limit is %s characters.', max_length);
+	END IF;
+END
+$$;
+
+-- A well-formed operation id, else 22P02 (an unknown but well-formed id is
+-- PF003, raised by the caller after the look-up).
+CREATE FUNCTION payflow._require_operation_id(operation_id text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('operation_id', operation_id, 64);
+	IF operation_id !~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN
+		RAISE EXCEPTION 'invalid operation id "%"', operation_id
+			USING ERRCODE = 'invalid_text_representation',
+				  DETAIL = 'An operation id is "pay_" followed by 26 characters of Crockford base32.';
+	END IF;
+END
+$$;
+
+CREATE FUNCTION payflow._unknown_operation(operation_id text) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+BEGIN
+	RAISE EXCEPTION 'operation "%" does not exist', operation_id USING ERRCODE = 'PF003';
+END
+$$;
+
+-- Locks an operation's row, else PF003.  Lock order everywhere: the
+-- operation, then its step, so step functions never deadlock each other.
+CREATE FUNCTION payflow._lock_operation(p_operation_id text) RETURNS payflow.operations
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	o payflow.operations;
+BEGIN
+	SELECT * INTO o FROM payflow.operations WHERE id = p_operation_id FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(p_operation_id);
+	END IF;
+	RETURN o;
+END
+$$;
+
+-- Locks a step's row (after its operation's); all NULL when it does not exist.
+CREATE FUNCTION payflow._lock_step(p_operation_id text, p_step text) RETURNS payflow.steps
+	LANGUAGE sql
+	AS $$
+	SELECT * FROM payflow.steps WHERE operation_id = p_operation_id AND step_name = p_step FOR UPDATE
+$$;
+
+-- The definition of a step by name, else 22023.
+CREATE FUNCTION payflow._step_definition(step text) RETURNS payflow.step_definitions
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+BEGIN
+	PERFORM payflow._require_text('step', step, 64);
+	SELECT * INTO d FROM payflow.step_definitions WHERE step_name = step;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'unknown step "%"', step
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Steps are PROCESS_PAYMENT, POST_PROCESS and CREATE_INVOICE.';
+	END IF;
+	RETURN d;
+END
+$$;
+
+-- Validates the arguments every step function shares.
+CREATE FUNCTION payflow._require_worker(worker_id text, lease_seconds integer) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('worker_id', worker_id, 200);
+	IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 86400 THEN
+		RAISE EXCEPTION 'lease_seconds must be between 1 and 86400'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- A JSON object argument.
+CREATE FUNCTION payflow._require_object(arg_name text, value jsonb) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value IS NULL THEN
+		RAISE EXCEPTION '% must not be null', arg_name USING ERRCODE = 'null_value_not_allowed';
+	ELSIF jsonb_typeof(value) <> 'object' THEN
+		RAISE EXCEPTION '% must be a JSON object', arg_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Got a JSON %s.', jsonb_typeof(value));
+	END IF;
+END
+$$;
+
+-- Raises PF007 when a payload exceeds payflow.payload_max_bytes.
+CREATE FUNCTION payflow._require_size(what text, size bigint) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	max_bytes bigint := payflow._setting('payload_max_bytes')::bigint;
+BEGIN
+	IF size > max_bytes THEN
+		RAISE EXCEPTION '% is too large', what
+			USING ERRCODE = 'PF007',
+				  DETAIL = format('It has %s bytes; payflow.payload_max_bytes is %s.', size, max_bytes),
+				  HINT = 'Put large payloads in S3 and call payflow.submit_ref().';
+	END IF;
+END
+$$;
+
+-- "sha256:<hex>" of some bytes.
+CREATE FUNCTION payflow._checksum(content bytea) RETURNS text
+	LANGUAGE sql IMMUTABLE STRICT
+	AS $$ SELECT 'sha256:' || encode(sha256(content), 'hex') $$;
+
+-- Writes a payload of the "pg" store and returns its reference.  A key is
+-- written once: the same content again is a no-op, other content an error,
+-- so a reference already sent in an event can never change under a reader.
+CREATE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_content bytea)
+	RETURNS jsonb
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_key text := 'payments/' || p_operation_id || '/' || p_name;
+	v_checksum text := payflow._checksum(p_content);
+	v_existing text;
+BEGIN
+	PERFORM payflow._require_size('payload', octet_length(p_content));
+	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
+	ON CONFLICT (key) DO NOTHING;
+	IF NOT FOUND THEN
+		SELECT checksum INTO v_existing FROM payflow.payloads WHERE key = v_key;
+		IF v_existing <> v_checksum THEN
+			RAISE EXCEPTION 'payload "%" already exists with other content', v_key
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'Payload keys are written once; a reference may already be in flight.';
+		END IF;
+	END IF;
+	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', v_checksum,
+							  'size', octet_length(p_content));
+END
+$$;
+
+-- The message body of an event (DESIGN §2): envelope fields, then the
+-- event's own fields (extra).  SQL functions without SET are inlined.
+CREATE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id text, p_payment_id text,
+									p_correlation_id text, p_event_type text, p_attempt integer,
+									p_extra jsonb)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT jsonb_build_object('eventType', p_event_type,
+							  'eventVersion', 1,
+							  'eventId', p_event_id,
+							  'operationId', p_operation_id,
+							  'paymentId', p_payment_id,
+							  'attempt', p_attempt,
+							  'correlationId', p_correlation_id,
+							  'createdAt', payflow._iso(now())) || p_extra
+$$;
+
+-- SQS message attributes of an event (no NULLs: SQS rejects empty values).
+CREATE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
+	RETURNS jsonb
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	SELECT jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
+												'operationId', p_operation_id,
+												'correlationId', p_correlation_id))
+$$;
+
+-- Appends an event to the outbox and returns its id.
+CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
+							  p_event_type text, p_destination text, p_attempt integer,
+							  p_extra jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_event_id uuid := gen_random_uuid();
+BEGIN
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+								message_group_id, body, attributes)
+	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, p_payment_id,
+			payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+								p_event_type, p_attempt, p_extra),
+			payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	PERFORM payflow._outbox_written();
+	RETURN v_event_id;
+END
+$$;
+
+-- Emits the event that asks a worker to run a step (first run, retry,
+-- re-drive or replay).
+CREATE FUNCTION payflow._emit_step_request(o payflow.operations, s payflow.steps)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	d payflow.step_definitions := payflow._step_definition(s.step_name);
+BEGIN
+	RETURN payflow._emit(o.id, o.payment_id, o.correlation_id, d.request_event, d.destination,
+						 s.attempt + 1, jsonb_build_object(d.input_field, s.input_ref));
+END
+$$;
+
+-- Changes an operation's status after the C transition check and appends
+-- the history row.  The caller holds the operation's row lock.
+CREATE FUNCTION payflow._set_status(p_operation_id text, p_from text, p_to text,
+									p_reason text, p_actor text, p_replay boolean DEFAULT false)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	UPDATE payflow.operations
+	   SET status = payflow._check_transition(p_from, p_to, p_replay),
+		   updated_at = now(),
+		   terminal_at = CASE WHEN payflow._is_terminal(p_to) THEN now() END
+	 WHERE id = p_operation_id;
+	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+	VALUES (p_operation_id, p_from, p_to, left(p_reason, 500), p_actor);
+END
+$$;
+
+-- Fails an operation at a step: step FAILED, operation FAILED, a dead
+-- letter, and an OperationFailed event.  Caller holds both row locks.
+CREATE FUNCTION payflow._fail_operation(o payflow.operations, s payflow.steps,
+										p_error jsonb, p_actor text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_summary jsonb := jsonb_strip_nulls(jsonb_build_object(
+		'step', s.step_name,
+		'code', p_error -> 'code',
+		'message', p_error -> 'message'));
+BEGIN
+	UPDATE payflow.steps
+	   SET status = 'FAILED', last_error = p_error, finished_at = now(),
+		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+	 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+	PERFORM payflow._set_status(o.id, o.status, 'FAILED',
+								coalesce(p_error ->> 'message', p_error ->> 'code', 'failed'), p_actor);
+	UPDATE payflow.operations SET error = v_summary WHERE id = o.id;
+	INSERT INTO payflow.dead_letters (source, operation_id, step_name, error, attempts)
+	VALUES ('step', o.id, s.step_name, p_error, s.attempt);
+	PERFORM payflow._emit(o.id, o.payment_id, o.correlation_id, 'OperationFailed', 'operation-events',
+						  s.attempt, jsonb_build_object('status', 'FAILED', 'failedStep', s.step_name,
+														'error', v_summary));
+END
+$$;
+
+-- Creates an operation, or returns the one its idempotency key already
+-- names.  Concurrent calls with one key serialise on the unique index: the
+-- second waits for the first to commit, then finds its row.  One statement
+-- writes all five rows: submit is the hottest path and every statement
+-- costs an executor start-up.
+CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
+										  p_correlation_id text, p_request_hash bytea,
+										  p_request_ref jsonb, p_content bytea)
+	RETURNS text
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_id text := payflow._new_operation_id();
+	v_event_id uuid := gen_random_uuid();
+	v_ref jsonb := coalesce(p_request_ref,
+							jsonb_build_object('store', 'pg',
+											   'key', 'payments/' || v_id || '/request.json',
+											   'checksum', payflow._checksum(p_content),
+											   'size', octet_length(p_content)));
+	v_created text;
+	v_existing payflow.operations;
+BEGIN
+	WITH op AS (
+		INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash,
+										correlation_id, request_ref)
+		VALUES (v_id, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref)
+		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
+		RETURNING id
+	), payload AS (
+		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
+		  FROM op WHERE p_content IS NOT NULL
+	), step AS (
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		SELECT op.id, 'PROCESS_PAYMENT', v_ref, now() FROM op
+	), history AS (
+		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+		SELECT op.id, NULL, 'PENDING', 'submitted', session_user FROM op
+	), event AS (
+		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+									message_group_id, body, attributes)
+		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', p_payment_id,
+			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
+								   'PaymentRequested', 1, jsonb_build_object('payload', v_ref)),
+			   payflow._event_attributes(op.id, p_correlation_id, 'PaymentRequested')
+		  FROM op
+	)
+	SELECT id INTO v_created FROM op;
+
+	IF v_created IS NULL THEN
+		SELECT * INTO v_existing FROM payflow.operations
+		 WHERE tenant = '' AND idempotency_key = p_idempotency_key;
+		IF v_existing.request_hash <> p_request_hash THEN
+			RAISE EXCEPTION 'idempotency key "%" was already used with other details', p_idempotency_key
+				USING ERRCODE = 'PF002',
+					  DETAIL = format('Operation %s was created with this key.', v_existing.id),
+					  HINT = 'Use a new idempotency key for a new payment request.';
+		END IF;
+		RETURN v_existing.id;
+	END IF;
+	PERFORM payflow._outbox_written();
+	RETURN v_id;
+END
+$$;
+
+-- Validates the arguments submit and submit_ref share.
+CREATE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('payment_id', payment_id, 255);
+	IF idempotency_key IS NOT NULL THEN
+		PERFORM payflow._require_text('idempotency_key', idempotency_key, 255);
+	END IF;
+	IF correlation_id IS NOT NULL THEN
+		PERFORM payflow._require_text('correlation_id', correlation_id, 255);
+	END IF;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Public API: the application (payflow_app)
+---------------------------------------------------------------------------
+
+-- Creates an operation for a payment request and returns its id at once.
+CREATE FUNCTION payflow.submit(payment_id text, details jsonb,
+							   idempotency_key text DEFAULT NULL,
+							   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_content bytea;
+BEGIN
+	PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+	PERFORM payflow._require_object('details', details);
+	v_content := convert_to(details::text, 'UTF8');
+	PERFORM payflow._require_size('details', octet_length(v_content));
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content),
+		NULL, v_content);
+END
+$$;
+
+-- Same as submit, for a request whose payload is already stored (S3, or a
+-- "pg" payload written earlier); only its reference is kept.
+CREATE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
+								   idempotency_key text DEFAULT NULL,
+								   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_stored payflow.payloads;
+BEGIN
+	PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+	PERFORM payflow._require_text('store', store, 16);
+	PERFORM payflow._require_text('key', key, 1024);
+	PERFORM payflow._require_text('checksum', checksum, 71);
+	IF store NOT IN ('pg', 's3') THEN
+		RAISE EXCEPTION 'unknown payload store "%"', store
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	END IF;
+	IF checksum !~ '^sha256:[0-9a-f]{64}$' THEN
+		RAISE EXCEPTION 'invalid checksum "%"', checksum
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A checksum is "sha256:" followed by 64 lower-case hex digits.';
+	END IF;
+	IF size IS NULL OR size < 0 THEN
+		RAISE EXCEPTION 'size must be a non-negative number of bytes'
+			USING ERRCODE = CASE WHEN size IS NULL THEN 'null_value_not_allowed'
+								 ELSE 'invalid_parameter_value' END;
+	END IF;
+	IF store = 'pg' THEN
+		SELECT * INTO v_stored FROM payflow.payloads p WHERE p.key = submit_ref.key;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';
+		ELSIF v_stored.checksum <> checksum OR v_stored.size <> size THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8')),
+		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
+		NULL);
+END
+$$;
+
+-- The status document of an operation.
+CREATE FUNCTION payflow.status(operation_id text) RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_doc jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	SELECT jsonb_build_object(
+			   'operationId', o.id,
+			   'paymentId', o.payment_id,
+			   'status', o.status,
+			   'currentStep', o.current_step,
+			   'attempts', coalesce(s.attempt, 0),
+			   'nextAttemptAt', payflow._iso(s.next_attempt_at),
+			   'error', coalesce(o.error, CASE WHEN s.status = 'RETRY_WAIT' THEN s.last_error END),
+			   'result', o.result,
+			   'correlationId', o.correlation_id,
+			   'terminal', payflow._is_terminal(o.status),
+			   'createdAt', payflow._iso(o.created_at),
+			   'updatedAt', payflow._iso(o.updated_at),
+			   'completedAt', payflow._iso(o.terminal_at))
+	  INTO v_doc
+	  FROM payflow.operations o
+	  LEFT JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
+	 WHERE o.id = status.operation_id;
+	IF v_doc IS NULL THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN v_doc;
+END
+$$;
+
+-- The status transitions of an operation, oldest first.
+CREATE FUNCTION payflow.history(operation_id text)
+	RETURNS TABLE (at timestamptz, from_status text, to_status text, reason text, actor text)
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = history.operation_id) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN QUERY
+		SELECT h.at, h.from_status, h.to_status, h.reason, h.actor
+		  FROM payflow.operation_history h
+		 WHERE h.operation_id = history.operation_id
+		 ORDER BY h.id;
+END
+$$;
+
+-- Cancels a PENDING operation.  False if it was already cancelled; PF006
+-- if it ended otherwise; PF001 once a worker has started it.
+CREATE FUNCTION payflow.cancel(operation_id text, reason text DEFAULT NULL) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	o payflow.operations;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	IF reason IS NOT NULL THEN
+		PERFORM payflow._require_text('reason', reason, 500);
+	END IF;
+	o := payflow._lock_operation(operation_id);
+	IF o.status = 'CANCELLED' THEN
+		RETURN false;
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
+	END IF;
+	PERFORM payflow._set_status(o.id, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
+	UPDATE payflow.operations
+	   SET error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason))
+	 WHERE id = o.id;
+	UPDATE payflow.steps
+	   SET status = 'CANCELLED', pending_since = NULL, next_attempt_at = NULL, finished_at = now()
+	 WHERE steps.operation_id = o.id AND status IN ('PENDING', 'RETRY_WAIT');
+	RETURN true;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Public API: workers (payflow_worker)
+---------------------------------------------------------------------------
+
+-- Claims a step for a worker: "run" (new step, due retry, expired lease),
+-- "skip" (done, failed, terminal, retry not yet due) or "busy" (another
+-- worker's lease is live, or the step is not ready yet).
+CREATE FUNCTION payflow.claim_step(operation_id text, step text, worker_id text,
+								   lease_seconds integer DEFAULT 300)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_takeover boolean := false;
+	v_max integer;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+
+	o := payflow._lock_operation(operation_id);
+	IF payflow._is_terminal(o.status) THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'terminal', 'status', o.status);
+	END IF;
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.operation_id IS NULL THEN
+		-- The event that creates this step has not been written yet.
+		RETURN jsonb_build_object('action', 'busy', 'reason', 'not_ready', 'status', o.status);
+	END IF;
+
+	CASE s.status
+		WHEN 'SUCCEEDED' THEN
+			RETURN jsonb_build_object('action', 'skip', 'reason', 'done', 'status', o.status);
+		WHEN 'FAILED', 'CANCELLED' THEN
+			RETURN jsonb_build_object('action', 'skip', 'reason', lower(s.status), 'status', o.status);
+		WHEN 'RETRY_WAIT' THEN
+			IF s.next_attempt_at > now() THEN
+				-- The scheduler re-emits the request when the retry is due.
+				RETURN jsonb_build_object('action', 'skip', 'reason', 'retry_scheduled',
+										  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+			END IF;
+		WHEN 'RUNNING' THEN
+			IF s.lease_expires_at > now() THEN
+				RETURN jsonb_build_object('action', 'busy', 'reason', 'leased',
+										  'leaseExpiresAt', payflow._iso(s.lease_expires_at));
+			END IF;
+			-- The holder died or stalled: take over, or give up at the limit.
+			v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+			IF s.attempt >= v_max THEN
+				PERFORM payflow._fail_operation(o, s,
+					jsonb_build_object('code', 'lease_expired',
+									   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+					worker_id);
+				RETURN jsonb_build_object('action', 'skip', 'reason', 'failed', 'status', 'FAILED');
+			END IF;
+			v_takeover := true;
+		ELSE
+			NULL;					-- PENDING
+	END CASE;
+
+	UPDATE payflow.steps
+	   SET status = 'RUNNING', attempt = attempt + 1, lease_owner = worker_id,
+		   lease_expires_at = now() + make_interval(secs => lease_seconds),
+		   claimed_at = now(), pending_since = NULL, next_attempt_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = d.step_name
+	RETURNING * INTO s;
+
+	IF o.status = d.ready_status AND d.running_status <> d.ready_status THEN
+		PERFORM payflow._set_status(o.id, o.status, d.running_status, 'claimed', worker_id);
+	END IF;
+
+	RETURN jsonb_strip_nulls(jsonb_build_object(
+		'action', 'run',
+		'attempt', s.attempt,
+		'idempotencyKey', o.id || ':' || lower(d.step_name),
+		'input', s.input_ref,
+		'leaseExpiresAt', payflow._iso(s.lease_expires_at),
+		'takeover', v_takeover,
+		'externalRef', s.external_ref,
+		'paymentId', o.payment_id,
+		'correlationId', o.correlation_id));
+END
+$$;
+
+-- Renews a lease; false when this worker no longer holds it.  Touches one
+-- unindexed column: a HOT update.
+CREATE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
+								  lease_seconds integer DEFAULT 300)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+	UPDATE payflow.steps
+	   SET lease_expires_at = now() + make_interval(secs => lease_seconds)
+	 WHERE steps.operation_id = heartbeat.operation_id AND step_name = step
+	   AND status = 'RUNNING' AND lease_owner = worker_id;
+	IF FOUND THEN
+		RETURN true;
+	END IF;
+	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = heartbeat.operation_id) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN false;
+END
+$$;
+
+-- Saves an external job reference with a running step (submit-poll mode),
+-- so a worker that takes the step over resumes polling instead of
+-- submitting again.
+CREATE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_text('external_ref', external_ref, 1000);
+	UPDATE payflow.steps s
+	   SET external_ref = save_step_ref.external_ref
+	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
+	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, step
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
+	END IF;
+	RETURN true;
+END
+$$;
+
+-- Raises PF004 unless the worker is the one that ran the step.  A worker
+-- whose lease expired may still report as long as nobody else claimed the
+-- step since: its external call carried the step's idempotency key, so its
+-- outcome is the outcome.
+CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id text,
+											  p_step text, p_worker text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, p_operation_id);
+	ELSIF s.lease_owner <> p_worker THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Worker %s claimed step %s of operation %s after this worker''s lease expired.',
+								  s.lease_owner, p_step, p_operation_id);
+	END IF;
+END
+$$;
+
+-- Records a step's success in one transaction: step done, status advanced,
+-- result stored, the next event in the outbox.  A repeated call returns the
+-- first call's answer.
+CREATE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
+									  result_ref jsonb DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	n payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_ref jsonb := result_ref;
+	v_event_id uuid;
+	v_event_type text;
+	v_answer jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('result', result);
+	IF v_ref IS NOT NULL THEN
+		PERFORM payflow._require_object('result_ref', v_ref);
+	END IF;
+
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN s.completion;
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
+			USING ERRCODE = 'PF006',
+				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+
+	IF v_ref IS NULL AND d.result_name IS NOT NULL THEN
+		v_ref := payflow._payload_write(o.id, d.result_name, convert_to(result::text, 'UTF8'));
+	END IF;
+
+	PERFORM payflow._set_status(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
+
+	SELECT * INTO n FROM payflow.step_definitions WHERE position = d.position + 1;
+	IF FOUND THEN
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		VALUES (o.id, n.step_name, v_ref, now());
+		UPDATE payflow.operations SET current_step = n.step_name WHERE id = o.id;
+		v_event_type := n.request_event;
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
+									n.destination, 1, jsonb_build_object(n.input_field, v_ref));
+	ELSE
+		UPDATE payflow.operations SET result = complete_step.result WHERE id = o.id;
+		v_event_type := 'OperationCompleted';
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, 'OperationCompleted',
+									'operation-events', s.attempt,
+									jsonb_build_object('status', d.done_status, 'result', result));
+	END IF;
+
+	v_answer := jsonb_build_object('action', 'completed', 'status', d.done_status,
+								   'eventType', v_event_type, 'eventId', v_event_id);
+	UPDATE payflow.steps
+	   SET status = 'SUCCEEDED', result = complete_step.result, result_ref = v_ref,
+		   completion = v_answer, finished_at = now(),
+		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = d.step_name;
+	RETURN v_answer;
+END
+$$;
+
+-- Records a step's failure: a retry scheduled with backoff while attempts
+-- remain and the error is retryable, else the operation fails.
+-- error is {"code":…, "message":…} and may carry "retryAfterSeconds"
+-- (e.g. from an HTTP Retry-After) which lengthens the delay up to
+-- retry_max_delay.
+CREATE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
+								  retryable boolean)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_max integer;
+	v_base interval;
+	v_cap interval;
+	v_delay interval;
+	v_retry_after interval;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('error', error);
+	IF retryable IS NULL THEN
+		RAISE EXCEPTION 'retryable must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_size('error', octet_length(error::text));
+
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'done');
+	ELSIF s.status = 'FAILED' THEN
+		RETURN jsonb_build_object('action', 'failed');
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	IF s.status = 'RETRY_WAIT' AND s.last_error = error THEN
+		-- The same report again (a worker retrying its own call).
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+	IF retryable AND s.attempt < v_max THEN
+		v_base := coalesce(d.retry_base_delay, payflow._seconds('retry_base_delay'));
+		v_cap := coalesce(d.retry_max_delay, payflow._seconds('retry_max_delay'));
+		v_delay := payflow.backoff_delay(greatest(s.attempt - 1, 0), v_base, v_cap,
+										 payflow._setting('retry_jitter')::float8);
+		IF jsonb_typeof(error -> 'retryAfterSeconds') = 'number' THEN
+			v_retry_after := make_interval(secs => least((error ->> 'retryAfterSeconds')::float8,
+														 extract(epoch FROM v_cap)::float8));
+			v_delay := greatest(v_delay, v_retry_after);
+		END IF;
+		UPDATE payflow.steps
+		   SET status = 'RETRY_WAIT', next_attempt_at = now() + v_delay, last_error = error,
+			   lease_expires_at = NULL
+		 WHERE steps.operation_id = o.id AND step_name = d.step_name
+		RETURNING * INTO s;
+		UPDATE payflow.operations SET updated_at = now() WHERE id = o.id;
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	PERFORM payflow._fail_operation(o, s,
+		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
+		worker_id);
+	RETURN jsonb_build_object('action', 'failed');
+END
+$$;
+
+-- Reads a payload of the "pg" store, verifying its checksum (PF005).
+CREATE FUNCTION payflow.payload_get(ref jsonb) RETURNS bytea
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	p payflow.payloads;
+BEGIN
+	PERFORM payflow._require_object('ref', ref);
+	IF ref ->> 'store' IS DISTINCT FROM 'pg' THEN
+		RAISE EXCEPTION 'payload reference is not of the "pg" store'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Its store is %s.', coalesce(ref ->> 'store', 'missing'));
+	END IF;
+	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
+	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 71);
+	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
+			USING ERRCODE = 'no_data_found',
+				  DETAIL = 'It may have been purged after its operation ended.';
+	END IF;
+	IF payflow._checksum(p.content) <> ref ->> 'checksum' THEN
+		RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
+	END IF;
+	RETURN p.content;
+END
+$$;
+
+-- Writes a payload of the "pg" store for an operation; returns its ref.
+CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('name', name, 100);
+	IF name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' THEN
+		RAISE EXCEPTION 'invalid payload name "%"', name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Names use letters, digits, ".", "_" and "-".';
+	END IF;
+	IF content IS NULL THEN
+		RAISE EXCEPTION 'content must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = payload_put.operation_id) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN payflow._payload_write(operation_id, name, content);
+END
+$$;
+
+-- The post-processing hook that ships with payflow: the invoice input from
+-- the request details and the payment result.  Fields are copied by name,
+-- so nothing else in the details (a card number, say) ever reaches the
+-- invoice API.  Hooks have this signature: (operation_id text,
+-- payment_result jsonb) -> jsonb, the invoice input.
+CREATE FUNCTION payflow.default_postprocess(operation_id text, payment_result jsonb) RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	o payflow.operations;
+	v_details jsonb := '{}';
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_object('payment_result', payment_result);
+	SELECT * INTO o FROM payflow.operations WHERE id = default_postprocess.operation_id;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	-- Details in S3 are not readable from here: the invoice input then
+	-- carries the payment fields only.
+	SELECT convert_from(p.content, 'UTF8')::jsonb INTO v_details
+	  FROM payflow.steps s JOIN payflow.payloads p ON p.key = s.input_ref ->> 'key'
+	 WHERE s.operation_id = o.id AND s.step_name = 'PROCESS_PAYMENT' AND s.input_ref ->> 'store' = 'pg';
+	RETURN jsonb_strip_nulls(jsonb_build_object(
+		'operationId', o.id,
+		'paymentId', o.payment_id,
+		'amount', v_details -> 'amount',
+		'currency', v_details -> 'currency',
+		'customer', v_details -> 'customer',
+		'description', v_details -> 'description',
+		'paymentReference', coalesce(payment_result -> 'charge_id', payment_result -> 'chargeId',
+									 payment_result -> 'transactionId')));
+END
+$$;
+
+-- Runs a post-processing hook with the caller's rights (SECURITY INVOKER:
+-- a hook named by a worker's configuration must never run as the
+-- extension's owner) and checks its signature and answer.  The worker calls
+-- it inside complete_step's statement, so the hook runs in the same
+-- transaction that completes POST_PROCESS and emits InvoiceRequested.
+CREATE FUNCTION payflow.invoke_postprocess(hook regprocedure, operation_id text, payment_result jsonb)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_name text;
+	v_answer jsonb;
+BEGIN
+	IF hook IS NULL THEN
+		RAISE EXCEPTION 'hook must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT format('%I.%I', n.nspname, p.proname) INTO v_name
+	  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+	 WHERE p.oid = hook AND p.proargtypes = '25 3802'::oidvector AND p.prorettype = 3802 AND p.prokind = 'f';
+	IF v_name IS NULL THEN
+		RAISE EXCEPTION 'post-processing hook % must take (text, jsonb) and return jsonb', hook
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	EXECUTE format('SELECT %s($1, $2)', v_name) INTO v_answer USING operation_id, payment_result;
+	IF v_answer IS NULL OR jsonb_typeof(v_answer) <> 'object' THEN
+		RAISE EXCEPTION 'post-processing hook % must return a JSON object', hook
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN v_answer;
+END
+$$;
+
+-- Records that a consumer handled an event; false if it already had.
+CREATE FUNCTION payflow.mark_consumed(consumer text, event_id uuid) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('consumer', consumer, 200);
+	IF event_id IS NULL THEN
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	INSERT INTO payflow.consumed_events (consumer, event_id)
+	VALUES (mark_consumed.consumer, mark_consumed.event_id)
+	ON CONFLICT DO NOTHING;
+	RETURN FOUND;
+END
+$$;
+
+-- Keeps a message no worker could handle (bad JSON, unknown version,
+-- checksum mismatch…) for investigation; returns the dead letter's id.
+CREATE FUNCTION payflow.record_dead_letter(queue text, message_body text, error jsonb,
+										   operation_id text DEFAULT NULL)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_id bigint;
+BEGIN
+	PERFORM payflow._require_text('queue', queue, 1000);
+	PERFORM payflow._require_object('error', error);
+	INSERT INTO payflow.dead_letters (source, queue, message_body, error, operation_id)
+	VALUES ('message', queue, left(message_body, 262144), error,
+			CASE WHEN operation_id ~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN operation_id END)
+	RETURNING id INTO v_id;
+	RETURN v_id;
+END
+$$;
+
+-- Claims up to max_events outbox rows for a relay, oldest first, at most
+-- one per message group: a later event of a group is never handed out
+-- while an earlier one is unacked, so per-payment order holds even with
+-- several relays.  A claim is a lease: rows of a relay that died come
+-- back after lease_seconds.
+CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
+	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
+				   body text, attributes jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_worker(relay_id, lease_seconds);
+	IF max_events IS NULL OR max_events < 1 OR max_events > 10000 THEN
+		RAISE EXCEPTION 'max_events must be between 1 and 10000' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN QUERY
+		WITH candidates AS (
+			SELECT c.ctid
+			  FROM payflow.outbox c
+			 WHERE c.available_at <= now()
+			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
+			   AND NOT EXISTS (SELECT FROM payflow.outbox e
+								WHERE e.message_group_id = c.message_group_id AND e.seq < c.seq)
+			 ORDER BY c.seq
+			 LIMIT max_events
+			   FOR UPDATE SKIP LOCKED
+		)
+		UPDATE payflow.outbox u
+		   SET claimed_by = relay_id,
+			   claim_expires_at = now() + make_interval(secs => lease_seconds),
+			   attempts = u.attempts + 1
+		  FROM candidates
+		 WHERE u.ctid = candidates.ctid
+		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
+				  u.body::text, u.attributes;
+END
+$$;
+
+-- Acknowledges published events: removes them from the outbox and logs
+-- their message ids.  Returns how many were still there.
+CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL)
+	RETURNS integer
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_count integer;
+BEGIN
+	IF event_ids IS NULL THEN
+		RAISE EXCEPTION 'event_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF message_ids IS NOT NULL AND cardinality(message_ids) <> cardinality(event_ids) THEN
+		RAISE EXCEPTION 'message_ids must have one entry per event id'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Got %s event ids and %s message ids.',
+								  cardinality(event_ids), cardinality(message_ids));
+	END IF;
+	WITH acked AS (
+		DELETE FROM payflow.outbox o
+		 WHERE o.event_id = ANY (event_ids)
+		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
+	), ids AS (
+		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
+		  FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
+		 ORDER BY m.event_id
+	)
+	INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, message_id)
+	SELECT a.event_id, a.operation_id, a.event_type, a.destination, i.message_id
+	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id;
+	GET DIAGNOSTICS v_count = ROW_COUNT;
+	RETURN v_count;
+END
+$$;
+
+-- Returns an event that failed to publish to the outbox, available again
+-- after a backoff (1 s doubling to 5 min).  Events are never dropped: a
+-- destination that keeps failing shows in metrics() as outbox age.
+CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	IF event_id IS NULL THEN
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	UPDATE payflow.outbox o
+	   SET claimed_by = NULL, claim_expires_at = NULL,
+		   available_at = now() + payflow.backoff_delay(least(greatest(o.attempts - 1, 0), 30),
+														'1 second', '5 minutes', 0.2),
+		   last_error = left(error, 2000)
+	 WHERE o.event_id = outbox_nack.event_id;
+	RETURN FOUND;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Public API: operations (payflow_admin)
+---------------------------------------------------------------------------
+
+-- Re-runs a FAILED operation from the step that failed, with a fresh
+-- attempt budget and the same idempotency key.  False if not FAILED.
+CREATE FUNCTION payflow.replay(operation_id text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	o payflow.operations;
+	s payflow.steps;
+	d payflow.step_definitions;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	o := payflow._lock_operation(operation_id);
+	IF o.status <> 'FAILED' THEN
+		RETURN false;
+	END IF;
+	SELECT * INTO s FROM payflow.steps
+	 WHERE steps.operation_id = o.id AND status = 'FAILED' FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'operation "%" has no failed step to replay', o.id
+			USING ERRCODE = 'PF001';
+	END IF;
+	d := payflow._step_definition(s.step_name);
+
+	PERFORM payflow._set_status(o.id, 'FAILED', d.ready_status, 'replay', session_user, true);
+	UPDATE payflow.operations
+	   SET error = NULL, current_step = s.step_name, payloads_purged_at = NULL
+	 WHERE id = o.id
+	RETURNING * INTO o;
+	UPDATE payflow.steps
+	   SET status = 'PENDING', attempt = 0, pending_since = now(), finished_at = NULL,
+		   next_attempt_at = NULL, lease_expires_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = s.step_name
+	RETURNING * INTO s;
+	UPDATE payflow.dead_letters SET replayed_at = now()
+	 WHERE dead_letters.operation_id = o.id AND replayed_at IS NULL;
+	PERFORM payflow._emit_step_request(o, s);
+	RETURN true;
+END
+$$;
+
+-- Periodic work, run by the background worker (or pg_cron):
+-- 1. expired leases: the step is retried (attempt + 1 at the next claim),
+--    or the operation fails once max_attempts runs all died;
+-- 2. due retries: the step's request event is emitted again;
+-- 3. stuck steps, PENDING for payflow.stuck_after with no event of their
+--    payment waiting in the outbox: the request event is emitted again.
+--    This recovers operations whose message a queue lost.
+-- Each part handles at most max_rows rows; rows locked by a worker are
+-- skipped and seen next time.
+CREATE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	o payflow.operations;
+	s payflow.steps;
+	d payflow.step_definitions;
+	v_max integer;
+	v_stuck_after interval := payflow._seconds('stuck_after');
+	v_expired integer := 0;
+	v_failed integer := 0;
+	v_due integer := 0;
+	v_stuck integer := 0;
+BEGIN
+	IF max_rows IS NULL OR max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RUNNING' AND lease_expires_at < now()
+			  ORDER BY claimed_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RUNNING' OR s.lease_expires_at >= now();
+		d := payflow._step_definition(s.step_name);
+		v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+		IF s.attempt >= v_max THEN
+			PERFORM payflow._fail_operation(o, s,
+				jsonb_build_object('code', 'lease_expired',
+								   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+				'payflow scheduler');
+			v_failed := v_failed + 1;
+		ELSE
+			-- lease_owner stays: the late worker may still report its outcome
+			-- until another worker claims the step.
+			UPDATE payflow.steps
+			   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
+				   last_error = jsonb_build_object('code', 'lease_expired',
+												   'message', format('lease of %s expired', s.lease_owner))
+			 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+			v_expired := v_expired + 1;
+		END IF;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RETRY_WAIT' AND next_attempt_at <= now()
+			  ORDER BY next_attempt_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RETRY_WAIT' OR s.next_attempt_at > now();
+		UPDATE payflow.steps
+		   SET status = 'PENDING', pending_since = now(), next_attempt_at = NULL
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		PERFORM payflow._emit_step_request(o, s);
+		v_due := v_due + 1;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'PENDING' AND pending_since < now() - v_stuck_after
+			  ORDER BY pending_since LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'PENDING' OR s.pending_since >= now() - v_stuck_after;
+		-- Re-armed either way, so the scan moves on to older rows next time.
+		UPDATE payflow.steps SET pending_since = now()
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		-- An event of this payment still in the outbox will be delivered;
+		-- another copy would only be a duplicate.
+		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox WHERE message_group_id = o.payment_id);
+		PERFORM payflow._emit_step_request(o, s);
+		v_stuck := v_stuck + 1;
+	END LOOP;
+
+	RETURN jsonb_build_object('expiredLeases', v_expired,
+							  'failedAfterLeaseExpiry', v_failed,
+							  'retriesDue', v_due,
+							  'stuckRedriven', v_stuck);
+END
+$$;
+
+-- TTL clean-up in bounded batches (each kind at most max_rows rows per
+-- call; "more" says whether to call again):
+-- payloads of completed/cancelled operations after retention_payloads;
+-- operations (with steps, history, payloads, dead letters) after
+-- retention_completed, or retention_failed for FAILED ones; the published
+-- log; old consumed-event ids; and pg_cron's run details of payflow's jobs,
+-- which pg_cron never prunes itself.
+CREATE FUNCTION payflow.purge(max_rows integer DEFAULT 10000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_payloads integer;
+	v_operations integer;
+	v_published integer;
+	v_consumed integer;
+	v_dead integer;
+	v_cron integer := 0;
+BEGIN
+	IF max_rows IS NULL OR max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL
+		   AND terminal_at < now() - payflow._seconds('retention_payloads')
+		   AND status IN ('COMPLETED', 'CANCELLED')
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), marked AS (
+		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
+	)
+	DELETE FROM payflow.payloads p USING ops
+	 WHERE p.key >= 'payments/' || ops.id || '/' AND p.key < 'payments/' || ops.id || '0';
+	GET DIAGNOSTICS v_payloads = ROW_COUNT;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL
+		   AND terminal_at < now() - CASE WHEN status = 'FAILED'
+										  THEN payflow._seconds('retention_failed')
+										  ELSE payflow._seconds('retention_completed') END
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), del_steps AS (
+		DELETE FROM payflow.steps c USING ops WHERE c.operation_id = ops.id
+	), del_history AS (
+		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
+	), del_payloads AS (
+		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
+		DELETE FROM payflow.payloads c USING ops
+		 WHERE c.key >= 'payments/' || ops.id || '/' AND c.key < 'payments/' || ops.id || '0'
+	), del_dead AS (
+		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+	)
+	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
+	GET DIAGNOSTICS v_operations = ROW_COUNT;
+
+	DELETE FROM payflow.outbox_published
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_published
+							  WHERE published_at < now() - payflow._seconds('retention_published')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_published = ROW_COUNT;
+
+	DELETE FROM payflow.consumed_events
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.consumed_events
+							  WHERE consumed_at < now() - payflow._seconds('retention_consumed')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_consumed = ROW_COUNT;
+
+	-- Message dead letters have no operation; keep them as long as failures.
+	DELETE FROM payflow.dead_letters
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.dead_letters
+							WHERE created_at < now() - payflow._seconds('retention_failed')
+							ORDER BY created_at LIMIT max_rows));
+	GET DIAGNOSTICS v_dead = ROW_COUNT;
+
+	IF to_regclass('cron.job_run_details') IS NOT NULL THEN
+		EXECUTE $sql$
+			DELETE FROM cron.job_run_details
+			 WHERE runid = ANY (ARRAY(
+				SELECT d.runid FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+				 WHERE j.jobname LIKE 'payflow%' AND d.end_time < now() - $1
+				 LIMIT $2))
+		$sql$ USING payflow._seconds('retention_published'), max_rows;
+		GET DIAGNOSTICS v_cron = ROW_COUNT;
+	END IF;
+
+	RETURN jsonb_build_object('payloads', v_payloads,
+							  'operations', v_operations,
+							  'publishedEvents', v_published,
+							  'consumedEvents', v_consumed,
+							  'deadLetters', v_dead,
+							  'cronRunDetails', v_cron,
+							  'more', greatest(v_payloads, v_operations, v_published,
+											   v_consumed, v_dead, v_cron) >= max_rows);
+END
+$$;
+
+-- Registers purge with pg_cron (job "payflow-purge", replaced if present).
+-- SECURITY INVOKER: the job runs as the role that scheduled it, which must
+-- be allowed to use pg_cron and to call payflow.purge().
+CREATE FUNCTION payflow.schedule_purge(schedule text DEFAULT '*/5 * * * *') RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_job bigint;
+BEGIN
+	IF schedule IS NULL OR schedule = '' THEN
+		RAISE EXCEPTION 'schedule must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)') IS NULL THEN
+		RAISE EXCEPTION 'pg_cron is not installed'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
+						 'and run CREATE EXTENSION pg_cron in that database (pg_cron 1.4 or later).';
+	END IF;
+	EXECUTE 'SELECT cron.schedule_in_database($1, $2, $3, $4)'
+	   INTO v_job
+	  USING 'payflow-purge', schedule, 'SELECT payflow.purge()', current_database();
+	RETURN v_job;
+END
+$$;
+
+-- Creates an API key for the HTTP edge.  The secret is returned once and
+-- only its sha256 is stored.
+CREATE FUNCTION payflow.create_api_key(tenant text, name text DEFAULT NULL) RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_secret text := 'pfk_' || payflow._random_token(32);
+BEGIN
+	PERFORM payflow._require_text('tenant', tenant, 200);
+	IF name IS NOT NULL THEN
+		PERFORM payflow._require_text('name', name, 200);
+	END IF;
+	INSERT INTO payflow.api_keys (tenant, name, key_hash)
+	VALUES (create_api_key.tenant, create_api_key.name, sha256(convert_to(v_secret, 'UTF8')));
+	RETURN v_secret;
+END
+$$;
+
+-- Health figures for dashboards and alarms.
+CREATE FUNCTION payflow.metrics() RETURNS jsonb
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+	SELECT jsonb_build_object(
+		'operations', (
+			SELECT coalesce(jsonb_object_agg(status, jsonb_build_object(
+					   'count', n, 'oldestAgeSeconds', round(age::numeric, 3))), '{}'::jsonb)
+			  FROM (SELECT status, count(*) AS n,
+						   extract(epoch FROM now() - min(updated_at)) AS age
+					  FROM payflow.operations GROUP BY status) s),
+		'outbox', (
+			SELECT jsonb_build_object(
+					   'backlog', count(*),
+					   'inFlight', count(*) FILTER (WHERE claim_expires_at > now()),
+					   'failing', count(*) FILTER (WHERE last_error IS NOT NULL),
+					   'oldestAgeSeconds', round(coalesce(extract(epoch FROM now() - min(created_at)), 0)::numeric, 3))
+			  FROM payflow.outbox),
+		'steps', (
+			SELECT coalesce(jsonb_object_agg(step_name, jsonb_build_object(
+					   'pending', pending, 'running', running, 'retryWaiting', retry_waiting,
+					   'finishedLastHour', finished,
+					   'runSecondsP50', round(p50::numeric, 3), 'runSecondsP95', round(p95::numeric, 3))), '{}'::jsonb)
+			  FROM (SELECT step_name,
+						   count(*) FILTER (WHERE status = 'PENDING') AS pending,
+						   count(*) FILTER (WHERE status = 'RUNNING') AS running,
+						   count(*) FILTER (WHERE status = 'RETRY_WAIT') AS retry_waiting,
+						   count(*) FILTER (WHERE finished_at > now() - interval '1 hour') AS finished,
+						   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - claimed_at))
+							   FILTER (WHERE status = 'SUCCEEDED' AND finished_at > now() - interval '1 hour') AS p50,
+						   percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - claimed_at))
+							   FILTER (WHERE status = 'SUCCEEDED' AND finished_at > now() - interval '1 hour') AS p95
+					  FROM payflow.steps GROUP BY step_name) s),
+		'failureRateLastHour', (
+			SELECT round(coalesce(count(*) FILTER (WHERE status = 'FAILED')::numeric
+								  / nullif(count(*) FILTER (WHERE status IN ('COMPLETED', 'FAILED')), 0), 0), 4)
+			  FROM payflow.operations
+			 WHERE terminal_at > now() - interval '1 hour'),
+		'deadLetters', (
+			SELECT jsonb_build_object(
+					   'open', count(*) FILTER (WHERE replayed_at IS NULL),
+					   'lastHour', count(*) FILTER (WHERE created_at > now() - interval '1 hour'))
+			  FROM payflow.dead_letters))
+$$;
+
+---------------------------------------------------------------------------
+-- Privileges
+---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL TABLES IN SCHEMA payflow FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA payflow FROM PUBLIC;
+GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin;
+
+GRANT EXECUTE ON FUNCTION
+	payflow.submit(text, jsonb, text, text),
+	payflow.submit_ref(text, text, text, text, bigint, text, text),
+	payflow.status(text),
+	payflow.history(text),
+	payflow.cancel(text, text)
+	TO payflow_app;
+
+GRANT EXECUTE ON FUNCTION
+	payflow.status(text),
+	payflow.claim_step(text, text, text, integer),
+	payflow.heartbeat(text, text, text, integer),
+	payflow.save_step_ref(text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb),
+	payflow.fail_step(text, text, text, jsonb, boolean),
+	payflow.payload_get(jsonb),
+	payflow.payload_put(text, text, bytea),
+	payflow.mark_consumed(text, uuid),
+	payflow.record_dead_letter(text, text, jsonb, text),
+	payflow.default_postprocess(text, jsonb),
+	payflow.invoke_postprocess(regprocedure, text, jsonb),
+	payflow.outbox_claim(integer, text, integer),
+	payflow.outbox_ack(uuid[], text[]),
+	payflow.outbox_nack(uuid, text),
+	payflow.backoff_delay(integer, interval, interval, float8)
+	TO payflow_worker;
+
+-- The admin can do what the other two can, plus operations and reading
+-- every table for investigation; only the retry columns of the pipeline
+-- definition are writable.
+GRANT payflow_app, payflow_worker TO payflow_admin;
+GRANT EXECUTE ON FUNCTION
+	payflow.replay(text),
+	payflow.run_scheduler(integer),
+	payflow.purge(integer),
+	payflow.schedule_purge(text),
+	payflow.create_api_key(text, text),
+	payflow.metrics()
+	TO payflow_admin;
+GRANT SELECT ON ALL TABLES IN SCHEMA payflow TO payflow_admin;
+REVOKE SELECT ON payflow.api_keys FROM payflow_admin;
+GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO payflow_admin;
+GRANT UPDATE (max_attempts, retry_base_delay, retry_max_delay) ON payflow.step_definitions TO payflow_admin;

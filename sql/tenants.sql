@@ -1,0 +1,85 @@
+-- Tenants of the HTTP edge: authenticate() binds an API key's tenant to
+-- the transaction; submit/status/history/cancel/changes and row-level
+-- security then see that tenant only.
+SELECT payflow.create_api_key('tenant-a', 'a') AS key_a \gset
+SELECT payflow.create_api_key('tenant-b', 'b') AS key_b \gset
+SELECT left(:'key_a', 4) AS prefix, length(:'key_a') AS length;
+
+-- A bound tenant lasts until the end of the transaction, committed or not.
+BEGIN;
+SELECT payflow.authenticate(:'key_a') AS tenant;
+SELECT payflow._current_tenant() AS inside;
+SELECT payflow.submit('t-pay-1', '{"amount": 1}') AS op_a \gset
+COMMIT;
+SELECT payflow._current_tenant() = '' AS forgotten_after_commit;
+BEGIN;
+SELECT payflow.authenticate(:'key_b') AS tenant;
+ROLLBACK;
+SELECT payflow._current_tenant() = '' AS forgotten_after_rollback;
+SELECT tenant FROM payflow.operations WHERE id = :'op_a';
+
+-- One statement: the FROM item runs before the select list.
+SELECT payflow.status(:'op_a') ->> 'status' AS status_as_a FROM payflow.authenticate(:'key_a');
+SELECT payflow.submit('t-pay-1', '{"amount": 1}') = :'op_a' AS same_op_as_a
+  FROM payflow.authenticate(:'key_a');
+
+-- Tenant B: the same payment id and key make another operation (keys are
+-- per tenant), and A's operation looks unknown to B and to plain SQL.
+SELECT payflow.submit('t-pay-1', '{"amount": 1}') AS op_b FROM payflow.authenticate(:'key_b') \gset
+SELECT :'op_b' <> :'op_a' AS distinct_ops;
+SELECT payflow.submit('t-pay-1', '{"amount": 1}') NOT IN (:'op_a', :'op_b') AS sql_tenant_has_its_own;
+BEGIN;
+SELECT payflow.authenticate(:'key_b') IS NOT NULL AS as_b;
+SELECT * FROM pf_try(format($$SELECT payflow.status(%L)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.history(%L)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.cancel(%L)$$, :'op_a'));
+SELECT count(*) AS changes_of_a_seen_by_b FROM payflow.changes(ARRAY[:'op_a', :'op_b']) c WHERE c.operation_id = :'op_a';
+SELECT count(*) AS changes_of_b FROM payflow.changes(ARRAY[:'op_a', :'op_b']) c WHERE c.operation_id = :'op_b';
+COMMIT;
+SELECT * FROM pf_try(format($$SELECT payflow.status(%L)$$, :'op_a'));
+SELECT status FROM payflow.operations WHERE id = :'op_a';
+
+-- changes(): the transitions after a history id, per operation, terminal flagged.
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op_a', 'PROCESS_PAYMENT', 'w') c;
+SELECT payflow.complete_step(:'op_a', 'PROCESS_PAYMENT', 'w', '{"tx": 1}') ->> 'status' AS status;
+-- A set-returning function goes in the select list to run after the FROM item.
+SELECT (c).from_status, (c).to_status, (c).terminal
+  FROM (SELECT payflow.changes(ARRAY[:'op_a']) AS c FROM payflow.authenticate(:'key_a')) x;
+SELECT min(id) AS first_id FROM payflow.operation_history WHERE operation_id = :'op_a' \gset
+SELECT (payflow.changes(ARRAY[:'op_a'], :first_id)).to_status FROM payflow.authenticate(:'key_a');
+SELECT count(*) AS unknown_id_changes
+  FROM (SELECT payflow.changes(ARRAY['pay_00000000000000000000000000']) FROM payflow.authenticate(:'key_a')) x;
+SELECT * FROM pf_try($$SELECT payflow.changes(NULL)$$);
+SELECT * FROM pf_try($$SELECT payflow.changes(array_fill('x'::text, ARRAY[10001]))$$);
+
+-- Cancel as the owner tenant works.
+SELECT payflow.submit('t-pay-2', '{}') AS op_a2 FROM payflow.authenticate(:'key_a') \gset
+SELECT payflow.cancel(:'op_a2', 'by a') AS cancelled FROM payflow.authenticate(:'key_a');
+
+-- Bad keys: one error for unknown, empty, NULL, too long and revoked.
+SELECT * FROM pf_try($$SELECT payflow.authenticate('pfk_0000')$$);
+SELECT * FROM pf_try($$SELECT payflow.authenticate('')$$);
+SELECT * FROM pf_try($$SELECT payflow.authenticate(NULL)$$);
+SELECT * FROM pf_try(format($$SELECT payflow.authenticate(%L)$$, repeat('k', 201)));
+SELECT id AS key_b_id FROM payflow.api_keys WHERE tenant = 'tenant-b' \gset
+SELECT payflow.revoke_api_key(:key_b_id) AS revoked, payflow.revoke_api_key(:key_b_id) AS again;
+SELECT * FROM pf_try(format($$SELECT payflow.authenticate(%L)$$, :'key_b'));
+SELECT * FROM pf_try($$SELECT payflow.revoke_api_key(-1)$$);
+
+-- Row-level security for payflow_app's direct reads.
+CREATE ROLE regress_tenant_app IN ROLE payflow_app;
+SET ROLE regress_tenant_app;
+SELECT count(*) AS sql_tenant_ops, bool_and(tenant = '') AS all_sql_tenant FROM payflow.operations WHERE payment_id LIKE 't-pay-%';
+BEGIN;
+SELECT payflow.authenticate(:'key_a') AS tenant;
+SELECT payment_id, status FROM payflow.operations ORDER BY payment_id;
+SELECT count(DISTINCT operation_id) AS ops_in_history FROM payflow.operation_history;
+COMMIT;
+SELECT * FROM pf_try($$SELECT request_hash FROM payflow.operations$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.steps$$);
+SELECT * FROM pf_try($$SELECT payflow._set_tenant('tenant-a')$$);
+SELECT * FROM pf_try($$UPDATE payflow.operations SET tenant = 'tenant-a'$$);
+SELECT * FROM pf_try($$SET payflow.tenant = 'tenant-a'$$);
+SELECT count(*) AS still_sql_tenant_only FROM payflow.operations WHERE tenant <> '';
+RESET ROLE;
+DROP ROLE regress_tenant_app;

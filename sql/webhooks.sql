@@ -1,0 +1,61 @@
+-- Webhooks: registration, the worker's target, failures and their replay.
+SELECT payflow.create_api_key('hook-a') AS key_a \gset
+SELECT payflow.submit('wh-pay-1', '{}') AS op_a FROM payflow.authenticate(:'key_a') \gset
+SELECT payflow.submit('wh-pay-2', '{}') AS op_sql \gset
+
+SELECT payflow.set_webhook('hook-a', 'https://example.test/hooks/payflow') AS secret1 \gset
+SELECT left(:'secret1', 6) AS prefix, length(:'secret1') AS length;
+SELECT t ->> 'tenant' AS tenant, t ->> 'url' AS url, t ->> 'secret' = :'secret1' AS same_secret
+  FROM payflow.webhook_target(:'op_a') t;
+SELECT payflow.webhook_target(:'op_sql') IS NULL AS no_webhook_for_sql_tenant;
+SELECT * FROM pf_try($$SELECT payflow.webhook_target('pay_00000000000000000000000000')$$);
+
+-- Replacing rotates the secret.
+SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret2 \gset
+SELECT :'secret2' <> :'secret1' AS rotated, payflow.webhook_target(:'op_a') ->> 'url' AS url;
+SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'ftp://example.test/x')$$);
+SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://')$$);
+SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://exa mple.test/')$$);
+SELECT * FROM pf_try($$SELECT payflow.set_webhook('', 'https://example.test/')$$);
+SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', NULL)$$);
+
+-- A failed delivery: one row per event, open until replayed.
+SELECT '6f1c3e0a-8d1b-4a5e-9a43-0c2f1c1d0001' AS ev \gset
+SELECT jsonb_build_object('eventType', 'OperationCompleted', 'eventVersion', 1, 'eventId', :'ev',
+                          'operationId', :'op_a', 'paymentId', 'wh-pay-1')::text AS body \gset
+SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 3, '{"status": 503}') AS f1 \gset
+SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 4, '{"status": 500}') = :f1 AS same_row;
+SELECT tenant, url, attempts, error, replayed_at IS NULL AS open FROM payflow.webhook_failures WHERE id = :f1;
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, 'not json', 1, NULL)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{}', 0, NULL)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(NULL, %L, '{}', 1, NULL)$$, :'op_a'));
+SELECT * FROM pf_try($$SELECT payflow.record_webhook_failure(gen_random_uuid(), 'pay_00000000000000000000000000', '{}', 1, NULL)$$);
+SELECT (payflow.metrics() -> 'webhookFailures' ->> 'open')::int AS open_failures;
+
+-- Replay: the same body back to operation-events, once.
+TRUNCATE payflow.outbox;
+SELECT payflow.replay_webhook(:f1) AS replayed, payflow.replay_webhook(:f1) AS again;
+SELECT destination, event_type, message_group_id, body ->> 'eventId' = :'ev' AS same_event_id,
+       event_id::text <> :'ev' AS new_outbox_id
+  FROM payflow.outbox;
+SELECT * FROM pf_try($$SELECT payflow.replay_webhook(-1)$$);
+-- failing again re-opens it
+SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 2, NULL) = :f1 AS same_row;
+SELECT replayed_at IS NULL AS open_again FROM payflow.webhook_failures WHERE id = :f1;
+
+-- Secrets: the admin reads webhooks but not their secrets; workers read no table.
+CREATE ROLE regress_hook_admin IN ROLE payflow_admin;
+SET ROLE regress_hook_admin;
+SELECT tenant, url FROM payflow.webhooks;
+SELECT * FROM pf_try($$SELECT secret FROM payflow.webhooks$$);
+SELECT * FROM pf_try($$SELECT key_hash FROM payflow.api_keys$$);
+RESET ROLE;
+DROP ROLE regress_hook_admin;
+
+-- delete_webhook, and purge of old failures
+SELECT payflow.delete_webhook('hook-a') AS deleted, payflow.delete_webhook('hook-a') AS again;
+SELECT payflow.webhook_target(:'op_a') IS NULL AS no_webhook_any_more;
+SET payflow.retention_failed = 0;
+SELECT (payflow.purge() ->> 'webhookFailures')::int >= 1 AS purged;
+SELECT count(*) AS failures_left FROM payflow.webhook_failures;
+RESET payflow.retention_failed;

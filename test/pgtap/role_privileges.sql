@@ -1,0 +1,350 @@
+-- pgTAP: each role can do exactly what it needs and nothing more.
+--
+--   payflow_app     submit, submit_ref, status, history, cancel,
+--                   authenticate, changes (+ _current_tenant for its
+--                   row-level security policies); reads its tenant's
+--                   operations and history; writes no table
+--   payflow_worker  step, outbox, payload, consumer and webhook-delivery
+--                   functions; reads and writes no table
+--   payflow_admin   every public function; reads every table but the
+--                   secrets; writes only the retry columns of the pipeline
+--   a plain login role: nothing at all
+--
+-- The function lists are probed, not only looked up: under each role every
+-- function of schema payflow is called with NULL arguments, and the ones
+-- that do not fail with 42501 are the ones it can call.  The secrets
+-- (api_keys.key_hash, webhooks.secret) are readable only by the functions.
+-- Every SECURITY DEFINER function pins its search_path, and none of the
+-- internal "_" functions is executable by PUBLIC.
+-- Runs in one transaction that is rolled back.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+SELECT plan(64);
+
+CREATE ROLE rp_app LOGIN IN ROLE payflow_app;
+CREATE ROLE rp_worker LOGIN IN ROLE payflow_worker;
+CREATE ROLE rp_admin LOGIN IN ROLE payflow_admin;
+CREATE ROLE rp_nobody LOGIN;
+
+-- The functions of schema payflow the current role can call: each is
+-- called with NULL arguments; a refusal is 42501 (function or schema),
+-- anything else (an answer, or a validation error) means it ran.  The
+-- NULLs are volatile: the planner folds a STRICT function of constant
+-- NULLs away before the privilege check would run.
+CREATE FUNCTION public.rp_callable() RETURNS SETOF text
+	LANGUAGE plpgsql AS $$
+DECLARE
+	p record;
+BEGIN
+	FOR p IN SELECT f.oid, f.proname,
+					(SELECT coalesce(string_agg(format('(CASE WHEN random() < 2 THEN NULL END)::%s',
+													  format_type(t, NULL)), ', ' ORDER BY i), '')
+					   FROM unnest(f.proargtypes::oid[]) WITH ORDINALITY AS a(t, i)) AS args
+			   FROM pg_catalog.pg_proc f
+			  WHERE f.pronamespace = 'payflow'::regnamespace
+	LOOP
+		BEGIN
+			EXECUTE format('SELECT payflow.%I(%s)', p.proname, p.args);
+			RETURN NEXT p.oid::regprocedure::text;
+		EXCEPTION
+			WHEN insufficient_privilege THEN
+				NULL;
+			WHEN OTHERS THEN
+				RETURN NEXT p.oid::regprocedure::text;
+		END;
+	END LOOP;
+END
+$$;
+
+-- Table statements the current role gets past the privilege check with:
+-- INSERT, UPDATE (of the first plain column), DELETE and TRUNCATE of every
+-- payflow table, and SELECT of the secret columns.
+CREATE FUNCTION public.rp_writable() RETURNS SETOF text
+	LANGUAGE plpgsql AS $$
+DECLARE
+	t record;
+	stmt text;
+BEGIN
+	FOR t IN SELECT c.relname,
+					(SELECT a.attname FROM pg_catalog.pg_attribute a
+					  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+						AND a.attidentity = '' AND a.attgenerated = ''
+					  ORDER BY a.attnum LIMIT 1) AS col
+			   FROM pg_catalog.pg_class c
+			  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
+	LOOP
+		FOREACH stmt IN ARRAY ARRAY[
+			format('INSERT INTO payflow.%I DEFAULT VALUES', t.relname),
+			format('UPDATE payflow.%I SET %I = %I', t.relname, t.col, t.col),
+			format('DELETE FROM payflow.%I', t.relname),
+			format('TRUNCATE payflow.%I', t.relname)]
+		LOOP
+			BEGIN
+				EXECUTE stmt;
+				RETURN NEXT stmt;
+			EXCEPTION
+				WHEN insufficient_privilege THEN
+					NULL;
+				WHEN OTHERS THEN
+					RETURN NEXT stmt;
+			END;
+		END LOOP;
+	END LOOP;
+	FOREACH stmt IN ARRAY ARRAY['SELECT key_hash FROM payflow.api_keys',
+								'SELECT secret FROM payflow.webhooks',
+								'SELECT request_hash FROM payflow.operations',
+								'SELECT content FROM payflow.payloads']
+	LOOP
+		BEGIN
+			EXECUTE stmt;
+			RETURN NEXT stmt;
+		EXCEPTION
+			WHEN insufficient_privilege THEN
+				NULL;
+		END;
+	END LOOP;
+END
+$$;
+
+-- what the design grants (DESIGN §1 and the 0.2.0 contract)
+CREATE TEMP TABLE rp_expected (role text, fn text);
+INSERT INTO rp_expected
+SELECT 'app', unnest(ARRAY[
+	'payflow.submit(text,jsonb,text,text)',
+	'payflow.submit_ref(text,text,text,text,bigint,text,text)',
+	'payflow.status(text)',
+	'payflow.history(text)',
+	'payflow.cancel(text,text)',
+	'payflow.authenticate(text)',
+	'payflow.changes(text[],bigint)',
+	'payflow._current_tenant()'])
+UNION ALL
+SELECT 'worker', unnest(ARRAY[
+	'payflow.status(text)',
+	'payflow.claim_step(text,text,text,integer)',
+	'payflow.heartbeat(text,text,text,integer)',
+	'payflow.save_step_ref(text,text,text,text)',
+	'payflow.complete_step(text,text,text,jsonb,jsonb)',
+	'payflow.fail_step(text,text,text,jsonb,boolean)',
+	'payflow.payload_get(jsonb)',
+	'payflow.payload_put(text,text,bytea)',
+	'payflow.mark_consumed(text,uuid)',
+	'payflow.record_dead_letter(text,text,jsonb,text)',
+	'payflow.default_postprocess(text,jsonb)',
+	'payflow.invoke_postprocess(regprocedure,text,jsonb)',
+	'payflow.outbox_claim(integer,text,integer)',
+	'payflow.outbox_ack(uuid[],text[])',
+	'payflow.outbox_nack(uuid,text)',
+	'payflow.backoff_delay(integer,interval,interval,double precision)',
+	'payflow.webhook_target(text)',
+	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)']);
+INSERT INTO rp_expected
+SELECT DISTINCT 'admin', fn FROM rp_expected
+UNION
+SELECT 'admin', unnest(ARRAY[
+	'payflow.replay(text)',
+	'payflow.run_scheduler(integer)',
+	'payflow.purge(integer)',
+	'payflow.schedule_purge(text)',
+	'payflow.create_api_key(text,text)',
+	'payflow.revoke_api_key(bigint)',
+	'payflow.set_webhook(text,text)',
+	'payflow.delete_webhook(text)',
+	'payflow.replay_webhook(bigint)',
+	'payflow.metrics()']);
+GRANT SELECT ON rp_expected TO PUBLIC;
+
+-- a tenant with a key and a webhook, one of its operations, and one of
+-- tenant ''.  (authenticate() would bind the tenant for the rest of this
+-- one transaction, so the tenant's operation is moved there by hand; the
+-- app authenticates last in its section for the same reason.)
+SELECT payflow.create_api_key('rp-tenant') AS key \gset
+SELECT payflow.set_webhook('rp-tenant', 'https://hooks.test/rp') AS whsec \gset
+SELECT payflow.submit('rp-pay-t', '{"amount": 1}') AS op_t \gset
+UPDATE payflow.operations SET tenant = 'rp-tenant' WHERE id = :'op_t';
+SELECT payflow.submit('rp-pay-1', '{"amount": 1}') AS op \gset
+SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
+
+---------------------------------------------------------------------------
+-- Catalog hygiene
+---------------------------------------------------------------------------
+SELECT is(
+	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.prosecdef
+		AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'], false)),
+	NULL, 'every SECURITY DEFINER function of payflow pins search_path = pg_catalog, payflow, pg_temp');
+SELECT is(
+	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname ~ '^_'
+		AND has_function_privilege('public', p.oid, 'EXECUTE')),
+	NULL, 'no internal "_" function is executable by PUBLIC');
+SELECT is(
+	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname ~ '^_'
+		AND (has_function_privilege('payflow_worker', p.oid, 'EXECUTE')
+			 OR has_function_privilege('payflow_admin', p.oid, 'EXECUTE'))),
+	ARRAY['payflow._current_tenant()'],
+	'of the internal functions only _current_tenant() (used by the RLS policies) is executable by a payflow role');
+SELECT is(
+	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.prosecdef AND p.proname ~ '^_'),
+	NULL, 'no internal function is SECURITY DEFINER (they run inside the public ones)');
+SELECT is(
+	(SELECT array_agg(r ORDER BY r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin', 'public']) r
+	  WHERE has_schema_privilege(r, 'payflow', 'CREATE')),
+	NULL, 'no role may create objects in schema payflow (it is on every pinned search_path)');
+SELECT is(
+	(SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
+	  WHERE rolname IN ('payflow_app', 'payflow_worker', 'payflow_admin')
+		AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls OR rolreplication)),
+	NULL, 'the payflow roles cannot log in and hold no special attribute (no BYPASSRLS)');
+SELECT ok(NOT pg_has_role('payflow_app', 'payflow_worker', 'MEMBER')
+		  AND NOT pg_has_role('payflow_app', 'payflow_admin', 'MEMBER')
+		  AND NOT pg_has_role('payflow_worker', 'payflow_app', 'MEMBER')
+		  AND NOT pg_has_role('payflow_worker', 'payflow_admin', 'MEMBER'),
+		  'app and worker cannot become each other or the admin');
+SELECT is(
+	(SELECT array_agg(format('%s.%s', c.relname, a.attname) ORDER BY 1)
+	   FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+	   CROSS JOIN unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin', 'public']) r
+	  WHERE c.oid IN ('payflow.api_keys'::regclass, 'payflow.webhooks'::regclass)
+		AND a.attname IN ('key_hash', 'secret')
+		AND has_column_privilege(r, c.oid, a.attnum, 'SELECT')),
+	NULL, 'no role may read api_keys.key_hash or webhooks.secret');
+SELECT is(
+	(SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text) FROM pg_class c
+	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
+		AND has_any_column_privilege('payflow_app', c.oid, 'SELECT')),
+	ARRAY['operation_history', 'operations'],
+	'the app reads only operations and their history (row-level security keeps it to its tenant)');
+SELECT is(
+	(SELECT array_agg(c.relname::text ORDER BY c.relname::text) FROM pg_class c
+	  WHERE c.relname IN ('operations', 'operation_history') AND c.relnamespace = 'payflow'::regnamespace
+		AND c.relrowsecurity),
+	ARRAY['operation_history', 'operations'], 'row-level security is on for the two tables the app reads');
+SELECT is(
+	(SELECT array_agg(format('%s:%s', c.relname, p) ORDER BY 1) FROM pg_class c
+	  CROSS JOIN unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin', 'public']) r
+	  CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p
+	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind IN ('r', 'S')
+		AND (has_table_privilege(r, c.oid, p)
+			 OR (p IN ('INSERT', 'UPDATE') AND has_any_column_privilege(r, c.oid, p)
+				 AND NOT (r = 'payflow_admin' AND c.relname = 'step_definitions' AND p = 'UPDATE')))),
+	NULL, 'no role writes a payflow table or sequence (only the admin''s retry columns of step_definitions)');
+SELECT is(
+	(SELECT array_agg(a.attname::text ORDER BY a.attname::text) FROM pg_attribute a
+	  WHERE a.attrelid = 'payflow.step_definitions'::regclass AND a.attnum > 0
+		AND has_column_privilege('payflow_admin', a.attrelid, a.attnum, 'UPDATE')),
+	ARRAY['max_attempts', 'retry_base_delay', 'retry_max_delay'],
+	'the admin may tune exactly the retry columns of the pipeline');
+
+---------------------------------------------------------------------------
+-- The application
+---------------------------------------------------------------------------
+SET ROLE rp_app;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''app''',
+			  'app can call exactly submit, submit_ref, status, history, cancel, authenticate, changes');
+SELECT is_empty('SELECT * FROM public.rp_writable()',
+				'app writes no payflow table and reads no secret, hash or payload column');
+SELECT lives_ok($$SELECT payflow.submit('rp-pay-2', '{"amount": 2}')$$, 'app submits');
+SELECT lives_ok($$SELECT payflow.submit_ref('rp-pay-3', 's3', 'k', 'sha256:' || repeat('0', 64), 1)$$, 'app submits a reference');
+SELECT lives_ok(format($$SELECT payflow.status(%L)$$, :'op'), 'app reads status');
+SELECT lives_ok(format($$SELECT * FROM payflow.history(%L)$$, :'op'), 'app reads history');
+SELECT lives_ok(format($$SELECT * FROM payflow.changes(ARRAY[%L])$$, :'op'), 'app reads the change feed');
+SELECT lives_ok(format($$SELECT payflow.cancel(%L, 'rp')$$, :'op'), 'app cancels');
+SELECT throws_ok($$SELECT request_ref FROM payflow.operations$$, '42501', NULL, 'app cannot read payload references');
+SELECT throws_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'x')$$, :'op'), '42501',
+				 'permission denied for function claim_step', 'app cannot claim steps');
+SELECT throws_ok(format($$SELECT payflow.webhook_target(%L)$$, :'op'), '42501',
+				 'permission denied for function webhook_target', 'app cannot read webhook secrets');
+SELECT throws_ok($$SELECT payflow.create_api_key('rp-other')$$, '42501', NULL, 'app cannot make API keys');
+SELECT throws_ok($$SELECT payflow._set_tenant('rp-tenant')$$, '42501', NULL, 'app cannot bind a tenant without a key');
+SELECT throws_ok($$SET payflow.max_attempts = 1000$$, '42501', NULL, 'app cannot change payflow policy settings');
+SELECT throws_ok(format($$SELECT payflow.status(%L)$$, :'op_t'), 'PF003', NULL,
+				 'without the key, the tenant''s operation does not exist for the app');
+SELECT is((SELECT count(*)::int FROM payflow.operations WHERE id = :'op_t'), 0,
+		  'without the key, row-level security hides the tenant''s row');
+-- from here on this transaction is the tenant's
+SELECT is((SELECT t FROM payflow.authenticate(:'key') t), 'rp-tenant', 'app authenticates with an API key');
+SELECT is(payflow.status(:'op_t') ->> 'paymentId', 'rp-pay-t', 'with the key, app reads its tenant''s operation');
+SELECT is((SELECT count(*)::int FROM payflow.operations o WHERE o.id IN (:'op', :'op_t')), 1,
+		  'with the key, row-level security shows the tenant''s row and hides tenant ''''');
+RESET ROLE;
+
+---------------------------------------------------------------------------
+-- The worker
+---------------------------------------------------------------------------
+SET ROLE rp_worker;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''worker''',
+			  'worker can call exactly the step, outbox, payload, consumer and webhook-delivery functions');
+SELECT is_empty('SELECT * FROM public.rp_writable()',
+				'worker writes no payflow table and reads no secret, hash or payload column');
+SELECT lives_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'rp-w')$$, :'op_t'), 'worker claims');
+SELECT lives_ok(format($$SELECT payflow.heartbeat(%L, 'PROCESS_PAYMENT', 'rp-w')$$, :'op_t'), 'worker heartbeats');
+SELECT lives_ok(format($$SELECT payflow.payload_get(request_ref) FROM (SELECT %L::jsonb AS request_ref) r$$, :'ref'), 'worker reads payloads');
+SELECT lives_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'rp-w', '{"tx": 1}')$$, :'op_t'), 'worker completes');
+SELECT lives_ok($$SELECT * FROM payflow.outbox_claim(1, 'rp-relay')$$, 'worker (relay) claims the outbox');
+SELECT lives_ok($$SELECT payflow.mark_consumed('rp', gen_random_uuid())$$, 'worker marks events consumed');
+SELECT lives_ok($$SELECT payflow.record_dead_letter('q', 'garbage', '{"code": "bad_json"}')$$, 'worker dead-letters a message');
+SELECT is((SELECT payflow.webhook_target(:'op_t') ->> 'secret'), :'whsec',
+		  'worker (webhook role) gets the signing secret through webhook_target');
+SELECT lives_ok(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 3, '{}')$$, :'op_t'),
+				'worker records a failed webhook delivery');
+SELECT throws_ok($$SELECT payflow.submit('rp-pay-4', '{}')$$, '42501', 'permission denied for function submit', 'worker cannot submit');
+SELECT throws_ok($$SELECT payflow.authenticate('x')$$, '42501', NULL, 'worker cannot authenticate as a tenant');
+SELECT throws_ok($$SELECT payflow.replay_webhook(1)$$, '42501', NULL, 'worker cannot replay webhooks');
+SELECT throws_ok($$SELECT * FROM payflow.webhook_failures$$, '42501', NULL, 'worker cannot read tables');
+RESET ROLE;
+
+---------------------------------------------------------------------------
+-- The admin
+---------------------------------------------------------------------------
+SET ROLE rp_admin;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''admin''',
+			  'admin can call every public function (and _current_tenant), no other internal one');
+SELECT set_eq('SELECT * FROM public.rp_writable()', ARRAY['SELECT request_hash FROM payflow.operations',
+														 'SELECT content FROM payflow.payloads'],
+			  'admin writes no payflow table, reads no secret (it may read payloads and hashes)');
+SELECT lives_ok($$SELECT payflow.metrics()$$, 'admin reads metrics');
+SELECT lives_ok($$SELECT payflow.run_scheduler(10)$$, 'admin runs the scheduler');
+SELECT lives_ok($$SELECT payflow.purge(10)$$, 'admin purges');
+SELECT lives_ok($$SELECT payflow.revoke_api_key(id) FROM payflow.api_keys WHERE tenant = 'rp-tenant'$$, 'admin revokes API keys');
+SELECT throws_ok(format($$SELECT payflow.authenticate(%L)$$, :'key'), '28000', 'invalid API key', 'a revoked key no longer authenticates');
+SELECT lives_ok($$SELECT payflow.set_webhook('rp-tenant', 'https://hooks.test/rp2')$$, 'admin rotates a webhook');
+SELECT lives_ok($$SELECT payflow.replay_webhook(id) FROM payflow.webhook_failures$$, 'admin replays webhook failures');
+SELECT lives_ok($$SELECT payflow.delete_webhook('rp-tenant')$$, 'admin deletes a webhook');
+SELECT lives_ok($$SELECT tenant, url FROM payflow.webhooks$$, 'admin reads webhook URLs');
+SELECT throws_ok($$SELECT secret FROM payflow.webhooks$$, '42501', NULL, 'admin cannot read webhook secrets');
+SELECT throws_ok($$SELECT * FROM payflow.api_keys$$, '42501', NULL, 'admin cannot read key hashes, not even by *');
+SELECT is((SELECT count(*)::int FROM payflow.operations WHERE id IN (:'op', :'op_t')), 2,
+		  'admin sees the operations of every tenant');
+RESET ROLE;
+
+---------------------------------------------------------------------------
+-- A login role with none of the payflow roles
+---------------------------------------------------------------------------
+SET ROLE rp_nobody;
+SELECT is_empty('SELECT * FROM public.rp_callable()', 'a plain role can call no payflow function');
+SELECT is_empty('SELECT * FROM public.rp_writable()', 'a plain role can touch no payflow table');
+SELECT throws_ok(format($$SELECT payflow.status(%L)$$, :'op'), '42501', 'permission denied for schema payflow',
+				 'a plain role does not even see the schema');
+RESET ROLE;
+
+-- search_path hijack of authenticate: a planted sha256() that returns the
+-- hash of an existing key would let any string in; it is never used
+CREATE SCHEMA rp_evil;
+GRANT USAGE, CREATE ON SCHEMA rp_evil TO rp_app;
+SELECT payflow.create_api_key('rp-hijacked') AS key2 \gset
+SET ROLE rp_app;
+CREATE FUNCTION rp_evil.sha256(bytea) RETURNS bytea LANGUAGE sql
+	AS $f$ SELECT pg_catalog.sha256(pg_catalog.convert_to(current_setting('rp.key'), 'UTF8')) $f$;
+CREATE FUNCTION rp_evil.convert_to(text, name) RETURNS bytea LANGUAGE sql AS $f$ SELECT '\x00'::bytea $f$;
+SET LOCAL rp.key = :'key2';
+SET search_path = rp_evil, pg_catalog, pg_temp, public;
+SELECT throws_ok($$SELECT payflow.authenticate('not-a-key')$$, '28000', 'invalid API key',
+				 'authenticate uses pg_catalog.sha256 whatever the caller''s search_path');
+RESET search_path;
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -54,6 +54,18 @@ wait $listener
 pf_ok "a commit that wrote the outbox wakes LISTENing relays" \
 	grep -q 'Asynchronous notification "payflow_outbox" received' "$listen_out"
 rm -f "$listen_out"
+
+# event streams are woken the same way after a status change
+op3=$(q -c "SELECT payflow.submit('bgw-4-$$', '{\"amount\": 4}')")
+listen_out=$(mktemp)
+( printf 'LISTEN payflow_status;\nSELECT pg_sleep(3);\n' | pf_psql -q >"$listen_out" 2>&1 ) &
+listener=$!
+sleep 1
+q -c "SELECT payflow.claim_step('$op3', 'PROCESS_PAYMENT', 'bgw-test')" >/dev/null
+wait $listener
+pf_ok "a commit that changed a status wakes LISTENing event streams" \
+	grep -q 'Asynchronous notification "payflow_status" received' "$listen_out"
+rm -f "$listen_out"
 pf_eq "submit itself sends no NOTIFY (the worker does)" "0" \
 	"$(q -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'payflow'::regnamespace AND prosrc ~* 'notify'")"
 
@@ -89,6 +101,14 @@ q -c "SELECT cron.unschedule('payflow-purge')" >/dev/null
 		"$(pf_psql -d postgres -Atqc "SELECT payflow.claim_step('$op', 'PROCESS_PAYMENT', 'w') ->> 'action'")"
 	pf_eq "without preloading: GUCs exist once the library is loaded" "5" \
 		"$(pf_psql -d postgres -Atqc "SELECT payflow._setting('max_attempts')")"
+	# a fresh session whose first payflow call is authenticate(): the library
+	# loads there and the tenant still lasts exactly one transaction
+	key=$(pf_psql -d postgres -Atqc "SELECT payflow.create_api_key('np-tenant')")
+	pf_eq "without preloading: authenticate binds the tenant for its transaction" "np-tenant|" \
+		"$(pf_psql -d postgres -Atq -c "BEGIN" -c "SELECT payflow.authenticate('$key')" -c "SELECT payflow.submit('np-2', '{}') IS NOT NULL" \
+			-c "COMMIT" -c "SELECT payflow._current_tenant()" | sed -n '1p;3p' | paste -sd'|')"
+	pf_eq "without preloading: ... and the operation is that tenant's" "np-tenant" \
+		"$(pf_psql -d postgres -Atqc "SELECT tenant FROM payflow.operations WHERE payment_id = 'np-2'")"
 	pf_eq "without preloading: no scheduler worker" "0" \
 		"$(pf_psql -d postgres -Atqc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'payflow scheduler'")"
 	pf_done

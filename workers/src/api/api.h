@@ -1,0 +1,215 @@
+/*
+ * api.h
+ *		payflow-api: the HTTP edge over payflow's SQL API.
+ *
+ *		POST /payments                  202 + Location + Retry-After
+ *		GET  /operations/{id}           the status document
+ *		GET  /operations/{id}/events    server-sent events, one per status change
+ *		GET  /metrics, /healthz, /readyz
+ *
+ * The process holds no tenant state: every statement authenticates its
+ * API key in the database (payflow.authenticate in the same statement), so
+ * row-level security and the SQL functions decide what a key may see.
+ *
+ *		main.c			settings, signals, the HTTP daemon, drain on SIGTERM
+ *		router.c		MHD's handler: routes, body limits, access log, metrics
+ *		payments.c		POST /payments (pg or S3 claim check)
+ *		operations.c	GET /operations/{id}
+ *		details_scan.c	finds "details" in a body as it arrives, hashing it
+ *		stream.c		GET /operations/{id}/events: the stream hub
+ *		pool.c			the bounded pool of PostgreSQL connections
+ *		reply.c			JSON answers, error documents, SQLSTATE -> HTTP
+ *		metrics.c		request counters, latency histogram, /metrics text
+ */
+#ifndef PAYFLOW_API_H
+#define PAYFLOW_API_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <openssl/evp.h>
+
+#include "payflow/aws_client.h"
+#include "payflow/aws_credentials.h"
+#include "payflow/buf.h"
+#include "payflow/config.h"
+#include "payflow/error.h"
+#include "payflow/log.h"
+#include "payflow/pg.h"
+#include "payflow/s3.h"
+
+#define API_PROGNAME "payflow-api"
+
+/* ---- pool.c ---- */
+
+/* One PostgreSQL connection and, lazily, an S3 client: a request holds one. */
+typedef struct api_slot
+{
+	pf_pg	   *pg;
+	pf_aws_credentials_provider *credentials;
+	pf_aws_client *aws;
+	pf_s3	   *s3;
+	bool		busy;
+} api_slot;
+
+typedef struct api_pool
+{
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	int			size;
+	int			wait_ms;
+	int			in_use;
+	api_slot   *slots;
+	const pf_config *cfg;
+} api_pool;
+
+void		api_pool_init(api_pool *pool, const pf_config *cfg, const volatile sig_atomic_t *stop);
+void		api_pool_destroy(api_pool *pool);
+/* A free slot, or NULL when none came free within the pool's wait. */
+api_slot   *api_pool_acquire(api_pool *pool);
+void		api_pool_release(api_pool *pool, api_slot *slot);
+/* The slot's S3 client, created on first use; NULL with err set on failure. */
+pf_s3	   *api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err);
+/* Options every API connection uses (short connect, few retries, statement_timeout). */
+pf_pg_options api_pg_options(const pf_config *cfg, const char *application_name,
+							 const volatile sig_atomic_t *stop);
+
+/* ---- metrics.c ---- */
+
+typedef enum api_route
+{
+	ROUTE_PAYMENTS = 0,
+	ROUTE_OPERATION,
+	ROUTE_EVENTS,
+	ROUTE_METRICS,
+	ROUTE_HEALTHZ,
+	ROUTE_READYZ,
+	ROUTE_OTHER,
+	ROUTE_COUNT
+} api_route;
+
+const char *api_route_name(api_route route);
+void		api_metrics_init(void);
+/* One finished request: its route, status and seconds until its answer was queued. */
+void		api_metrics_record(api_route route, unsigned status, double seconds);
+/* The process's own series in Prometheus text format. */
+void		api_metrics_render(pf_buf *out);
+/* payflow.metrics() (a JSON document) flattened into gauges "payflow_<path>". */
+void		api_metrics_render_db(const char *json_text, pf_buf *out);
+
+/* ---- details_scan.c ---- */
+
+/*
+ * Watches a JSON body go by, chunk after chunk, and hashes the bytes of the
+ * top-level member "details" (when it is an object) as they arrive, so the
+ * checksum of a large request is ready when its last byte is.
+ */
+typedef struct details_scan
+{
+	EVP_MD_CTX *sha;
+	size_t		offset;			/* bytes seen so far */
+	int			depth;
+	bool		in_string;
+	bool		escape;
+	bool		expect_key;		/* at depth 1: the next string is a member name */
+	bool		collecting_key;
+	bool		key_is_details;
+	bool		key_plain;		/* the name had no escapes */
+	pf_buf		key;
+	bool		in_details;
+	bool		found;
+	bool		ambiguous;		/* escaped name or a second "details": not used */
+	size_t		start;			/* details occupy body[start, end) */
+	size_t		end;
+	unsigned char digest[32];
+} details_scan;
+
+void		details_scan_init(details_scan *scan);
+void		details_scan_feed(details_scan *scan, const char *data, size_t len);
+/* True when exactly one "details" object was seen; digest, start, end are set. */
+bool		details_scan_finish(details_scan *scan);
+void		details_scan_free(details_scan *scan);
+
+/* ---- reply.c ---- */
+
+typedef struct api_request api_request;
+
+/* Queue a JSON answer (consumes body). */
+enum MHD_Result api_reply_json(api_request *req, unsigned status, json_t *body);
+/* The same with extra headers: name, value, …, NULL. */
+enum MHD_Result api_reply_json_headers(api_request *req, unsigned status, json_t *body,
+									   const char *const *headers);
+/* {"error":{"code":…,"message":…}} */
+enum MHD_Result api_reply_error(api_request *req, unsigned status, const char *code, const char *fmt,...)
+			__attribute__((format(printf, 4, 5)));
+/* The answer for a failed statement: SQLSTATE -> status, no SQL text. */
+enum MHD_Result api_reply_db_error(api_request *req, const pf_error *err);
+enum MHD_Result api_reply_text(api_request *req, unsigned status, const char *content_type, pf_buf *body);
+/* 503 when no connection came free in time. */
+enum MHD_Result api_reply_pool_exhausted(api_request *req);
+unsigned	api_status_for_sqlstate(const char *sqlstate, pf_result result);
+
+/* ---- the process ---- */
+
+typedef struct api_hub api_hub;
+
+typedef struct api_context
+{
+	pf_config	cfg;
+	api_pool	pool;
+	api_hub    *hub;
+	struct MHD_Daemon *daemon;
+	bool		s3_enabled;		/* PAYFLOW_STORE=s3: large details go to S3 */
+	volatile sig_atomic_t *stop;
+	pthread_mutex_t active_lock;
+	int			active;			/* requests between first call and completion */
+} api_context;
+
+/* One request, from its first byte to its completion notice. */
+struct api_request
+{
+	api_context *ctx;
+	struct MHD_Connection *conn;
+	api_route	route;
+	const char *method;
+	char	   *operation_id;	/* from the path */
+	int64_t		started_us;
+	double		seconds;		/* until the answer was queued */
+	unsigned	status;
+	bool		answered;
+	/* the body, bounded by PAYFLOW_API_MAX_BODY */
+	pf_buf		body;
+	size_t		received;		/* body bytes, kept or not */
+	bool		body_too_large;
+	details_scan scan;
+	bool		scanning;
+	const char *correlation_id;
+};
+
+int64_t		api_now_us(void);
+
+/* router.c */
+enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+						   const char *version, const char *upload_data, size_t *upload_data_size,
+						   void **con_cls);
+void		api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+						  enum MHD_RequestTerminationCode toe);
+/* "Bearer <key>" from Authorization, or NULL (then the caller answers 401). */
+const char *api_bearer_key(api_request *req);
+
+/* payments.c, operations.c */
+enum MHD_Result api_post_payment(api_request *req);
+enum MHD_Result api_get_operation(api_request *req);
+
+/* stream.c */
+api_hub    *api_hub_start(api_context *ctx);
+/* End every stream and stop the hub's thread. */
+void		api_hub_close_streams(api_hub *hub);
+void		api_hub_stop(api_hub *hub);
+enum MHD_Result api_get_events(api_request *req);
+
+#endif							/* PAYFLOW_API_H */

@@ -1,0 +1,287 @@
+/*
+ * payments.c
+ *		POST /payments: a payment request becomes an operation.
+ *
+ *		POST /payments
+ *		Authorization: Bearer pfk_…
+ *		Idempotency-Key: order-77          (optional; defaults to paymentId)
+ *		X-Correlation-Id: req-789          (optional)
+ *		{"paymentId": "payment-12345", "details": {"amount": 1250, "currency": "EUR"}}
+ *
+ *		202 Accepted
+ *		Location: /operations/pay_…
+ *		Retry-After: 1
+ *		{"operationId": "pay_…", "status": "PENDING"}
+ *
+ * The body is an object with exactly these two members: paymentId (a
+ * string) and details (an object, handed to the workers exactly as
+ * written: "12.50" stays "12.50"). Anything else is 422; text that is not
+ * JSON (or repeats a member) is 400. The same Idempotency-Key (or
+ * paymentId) with the same paymentId and details answers 202 with the
+ * same operation, whose current status is then reported; with other
+ * details 409 PF002.
+ *
+ * Claim check: when PAYFLOW_STORE=s3 and the body is larger than
+ * PAYFLOW_API_S3_THRESHOLD bytes, the details bytes (as written) are put
+ * to S3 under requests/sha256-<hex>.json with their SHA-256 (hashed while
+ * the body arrived, details_scan.c), and payflow.submit_ref records the
+ * reference; the database never holds them. The key is the content's
+ * hash, so a replay of the same request names the same object and the
+ * same reference (same operation), and an upload is retried safely. The
+ * key is checked first (one statement), so an unauthenticated client
+ * cannot make the API write to S3. Other bodies go to payflow.submit and
+ * live in PostgreSQL (above payflow.payload_max_bytes that is PF007: 413).
+ */
+#include "api.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "payflow/digest.h"
+#include "payflow/json_text.h"
+#include "payflow/payload_ref.h"
+
+/*
+ * authenticate() sets the tenant for this statement's transaction before
+ * the select list runs (the FROM item comes first). The outer query reads
+ * the operation with the statement's snapshot, taken before submit ran: a
+ * new operation is not visible there (status NULL: it is PENDING), one
+ * found through the idempotency key is, with its current status.
+ */
+static const char SUBMIT_SQL[] =
+"SELECT s.id, o.status FROM ("
+"  SELECT payflow.submit($2, $3::jsonb, $4, $5) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  LEFT JOIN payflow.operations o ON o.id = s.id";
+
+static const char SUBMIT_REF_SQL[] =
+"SELECT s.id, o.status FROM ("
+"  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  LEFT JOIN payflow.operations o ON o.id = s.id";
+
+static const char AUTHENTICATE_SQL[] = "SELECT payflow.authenticate($1)";
+
+#define S3_KEY_PREFIX "requests/sha256-"
+
+typedef struct payment_body
+{
+	const char *payment_id;		/* inside doc */
+	const char *details;		/* the details' source text, details_len bytes */
+	size_t		details_len;
+	char	   *details_copy;	/* when not a slice of the body */
+	char		checksum[PF_CHECKSUM_LEN + 1];
+	json_t	   *doc;
+} payment_body;
+
+static void
+payment_body_free(payment_body *pb)
+{
+	free(pb->details_copy);
+	json_decref(pb->doc);
+}
+
+/* Parse and check the body; on failure the answer is queued and false returned. */
+static bool
+parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
+{
+	json_error_t jerr;
+	json_t	   *payment_id;
+	json_t	   *details;
+	const char *name;
+	json_t	   *value;
+
+	memset(pb, 0, sizeof(*pb));
+	if (req->body.len == 0)
+	{
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "malformed_json", "the request body is empty");
+		return false;
+	}
+	pb->doc = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (pb->doc == NULL)
+	{
+		/* jerr.text may quote the body: only the position is shown */
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "malformed_json",
+								  "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
+		return false;
+	}
+	if (!json_is_object(pb->doc))
+	{
+		*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+								  "the body must be a JSON object with paymentId and details");
+		return false;
+	}
+	json_object_foreach(pb->doc, name, value)
+	{
+		if (strcmp(name, "paymentId") != 0 && strcmp(name, "details") != 0)
+		{
+			*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+									  "unknown member \"%.64s\" (expected paymentId and details)", name);
+			return false;
+		}
+	}
+	payment_id = json_object_get(pb->doc, "paymentId");
+	details = json_object_get(pb->doc, "details");
+	if (payment_id == NULL || details == NULL)
+	{
+		*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request", "missing member %s",
+								  payment_id == NULL ? "paymentId" : "details");
+		return false;
+	}
+	if (!json_is_string(payment_id))
+	{
+		*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+								  "paymentId must be a string");
+		return false;
+	}
+	if (!json_is_object(details))
+	{
+		*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+								  "details must be an object");
+		return false;
+	}
+	pb->payment_id = json_string_value(payment_id);
+
+	if (req->scanning && details_scan_finish(&req->scan) && req->scan.end <= req->body.len)
+	{
+		/* found while the body arrived, already hashed */
+		char		hex[PF_SHA256_HEX_LEN + 1];
+
+		pb->details = req->body.data + req->scan.start;
+		pb->details_len = req->scan.end - req->scan.start;
+		pf_hex_encode(req->scan.digest, PF_SHA256_LEN, hex);
+		snprintf(pb->checksum, sizeof(pb->checksum), "sha256:%s", hex);
+	}
+	else
+	{
+		/* the scanner gave up (escaped member name): take the parser's word */
+		pf_json_member_kind kind;
+		pf_error	err;
+
+		if (pf_json_member_text(req->body.data, req->body.len, "details", &kind, &pb->details_copy, &err) != PF_OK ||
+			kind != PF_JSON_MEMBER_OTHER)
+		{
+			*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+									  "details must be an object");
+			return false;
+		}
+		pb->details = pb->details_copy;
+		pb->details_len = strlen(pb->details_copy);
+		pf_checksum_of(pb->details, pb->details_len, pb->checksum);
+	}
+	return true;
+}
+
+/* Put the details to S3 under their hash; fills key. */
+static pf_result
+store_in_s3(api_request *req, api_slot *slot, const payment_body *pb, char *key, size_t key_len, pf_error *err)
+{
+	pf_s3	   *s3 = api_slot_s3(slot, &req->ctx->cfg, err);
+
+	if (s3 == NULL)
+		return err->result == PF_OK ? PF_ERR_TRANSIENT : err->result;
+	/* checksum is "sha256:<hex>" */
+	snprintf(key, key_len, S3_KEY_PREFIX "%s.json", pb->checksum + 7);
+	return pf_s3_put_object(s3, req->ctx->cfg.s3_bucket, key, pb->details, pb->details_len,
+							"application/json", err);
+}
+
+static enum MHD_Result
+accepted(api_request *req, const char *operation_id, const char *status)
+{
+	char		location[160];
+	char		retry_after[16];
+	const char *headers[] = {MHD_HTTP_HEADER_LOCATION, location, MHD_HTTP_HEADER_RETRY_AFTER, retry_after, NULL};
+
+	snprintf(location, sizeof(location), "/operations/%s", operation_id);
+	snprintf(retry_after, sizeof(retry_after), "%d", req->ctx->cfg.api_retry_after);
+	return api_reply_json_headers(req, MHD_HTTP_ACCEPTED,
+								  json_pack("{s:s,s:s}", "operationId", operation_id, "status", status), headers);
+}
+
+enum MHD_Result
+api_post_payment(api_request *req)
+{
+	api_context *ctx = req->ctx;
+	const char *api_key = api_bearer_key(req);
+	const char *idempotency_key = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Idempotency-Key");
+	payment_body pb;
+	enum MHD_Result answer;
+	api_slot   *slot;
+	PGresult   *res = NULL;
+	pf_error	err;
+	pf_result	r;
+	bool		to_s3;
+	char		key[128];
+
+	if (api_key == NULL)
+		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+	if (!parse_body(req, &pb, &answer))
+	{
+		payment_body_free(&pb);
+		return answer;
+	}
+	to_s3 = ctx->s3_enabled && req->received > (size_t) ctx->cfg.api_s3_threshold;
+
+	slot = api_pool_acquire(&ctx->pool);
+	if (slot == NULL)
+	{
+		payment_body_free(&pb);
+		return api_reply_pool_exhausted(req);
+	}
+	if (to_s3)
+	{
+		const char *auth_values[1] = {api_key};
+		char		size[32];
+		const char *values[7] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
+		req->correlation_id};
+
+		snprintf(size, sizeof(size), "%zu", pb.details_len);
+		r = pf_pg_exec(slot->pg, AUTHENTICATE_SQL, 1, auth_values, NULL, &err);
+		if (r == PF_OK)
+		{
+			r = store_in_s3(req, slot, &pb, key, sizeof(key), &err);
+			if (r != PF_OK)
+			{
+				pf_log_ids	ids = {NULL, NULL, req->correlation_id};
+
+				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
+				api_pool_release(&ctx->pool, slot);
+				payment_body_free(&pb);
+				return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
+									   "the payload store is unavailable, retry later");
+			}
+			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 7, values, &res, &err);
+		}
+	}
+	else
+	{
+		char	   *details = pf_strndup(pb.details, pb.details_len);
+		const char *values[5] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id};
+
+		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 5, values, &res, &err);
+		free(details);
+	}
+	api_pool_release(&ctx->pool, slot);
+
+	if (r != PF_OK)
+		answer = api_reply_db_error(req, &err);
+	else if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+	{
+		pf_error_set(&err, PF_ERR_FINAL, "XX000", "payflow.submit returned no operation id");
+		answer = api_reply_db_error(req, &err);
+	}
+	else
+	{
+		const char *operation_id = PQgetvalue(res, 0, 0);
+		const char *status = PQgetisnull(res, 0, 1) ? "PENDING" : PQgetvalue(res, 0, 1);
+		pf_log_ids	ids = {operation_id, NULL, req->correlation_id};
+
+		pf_log_write(PF_LOG_INFO, &ids,
+					 json_pack("{s:s,s:s,s:I}", "paymentId", pb.payment_id, "store", to_s3 ? "s3" : "pg",
+							   "bytes", (json_int_t) pb.details_len),
+					 "payment accepted");
+		answer = accepted(req, operation_id, status);
+	}
+	PQclear(res);
+	payment_body_free(&pb);
+	return answer;
+}

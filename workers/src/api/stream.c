@@ -1,0 +1,625 @@
+/*
+ * stream.c
+ *		GET /operations/{id}/events: server-sent events, one per status
+ *		change, ending after a terminal status.
+ *
+ *		id: 1234                       (the history row; send it back as Last-Event-ID)
+ *		event: status
+ *		data: {"operationId":"pay_…","status":"PAYMENT_PROCESSING","previousStatus":"PENDING",
+ *		       "at":"2026-11-30T00:31:02.120Z","reason":"…","terminal":false}
+ *
+ * A stream first replays the operation's changes so far (after
+ * Last-Event-ID when the client sends one), then follows it live.
+ *
+ * One hub thread serves every stream of the process. It holds ONE
+ * PostgreSQL connection that LISTENs on payflow_status (the extension's
+ * scheduler worker NOTIFYs there after commits that changed a status) and,
+ * when woken, or every PAYFLOW_POLL_INTERVAL_MS as a fallback (no NOTIFY
+ * without shared_preload_libraries), runs one payflow.changes() query per
+ * API key in use for all the operations watched with that key, and hands
+ * each new row to the streams of its operation. Clients never poll
+ * anything: their connections are suspended in libmicrohttpd while there
+ * is nothing to send and resumed by the hub when there is, so a thousand
+ * idle streams cost a thousand sockets and no thread or statement each.
+ *
+ * The key is checked in the same statement as the query, as everywhere:
+ * a key revoked while its streams are open ends them with an error event.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "payflow/backoff.h"
+
+#define LISTEN_CHANNEL "payflow_status"
+#define READ_BLOCK 4096
+#define KEEPALIVE_MAX_MS 15000
+
+static const char STATUS_SQL[] = "SELECT 1 FROM payflow.authenticate($1) a WHERE payflow.status($2) IS NOT NULL";
+
+/*
+ * changes() must run after authenticate() set the tenant: the lateral
+ * argument that depends on authenticate's result makes that order the
+ * only one the planner can choose.
+ */
+static const char CHANGES_SQL[] =
+"SELECT c.operation_id, c.id, to_char(c.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+"       c.from_status, c.to_status, c.reason, c.terminal"
+"  FROM payflow.authenticate($1) AS a(tenant)"
+" CROSS JOIN LATERAL payflow.changes(CASE WHEN a.tenant IS NOT NULL THEN $2::text[] END, $3::bigint) AS c"
+" ORDER BY c.operation_id, c.id";
+
+typedef struct api_stream
+{
+	api_hub    *hub;
+	struct MHD_Connection *conn;
+	char	   *operation_id;
+	char	   *api_key;
+	long long	last_id;		/* the last history id sent */
+	pf_buf		out;			/* text not yet handed to MHD, from sent on */
+	size_t		sent;
+	bool		suspended;
+	bool		done;			/* nothing more will be added */
+	bool		released;		/* MHD freed the response: the stream is over */
+	struct api_stream *next;
+} api_stream;
+
+struct api_hub
+{
+	api_context *ctx;
+	pthread_t	thread;
+	pthread_mutex_t lock;		/* the list and every stream's members */
+	api_stream *streams;
+	int			n_streams;
+	int			wake_fd;
+	bool		stopping;
+	pf_pg	   *pg;
+	int			keepalive_ms;
+};
+
+/* A stream to resume once the hub's lock is released. */
+typedef struct resume_list
+{
+	int			n;
+	int			cap;
+	struct MHD_Connection **conns;
+} resume_list;
+
+static void
+resume_later(resume_list *list, api_stream *s)
+{
+	if (!s->suspended || s->released)
+		return;
+	s->suspended = false;
+	if (list->n == list->cap)
+	{
+		list->cap = list->cap ? 2 * list->cap : 16;
+		list->conns = pf_realloc(list->conns, sizeof(*list->conns) * (size_t) list->cap);
+	}
+	list->conns[list->n++] = s->conn;
+}
+
+/*
+ * A suspended connection is out of MHD's hands until resumed, so it cannot
+ * complete (and free its stream) in between: resuming after the lock is
+ * released is safe, and keeps MHD's own locks out of ours.
+ */
+static void
+resume_all(resume_list *list)
+{
+	for (int i = 0; i < list->n; i++)
+		MHD_resume_connection(list->conns[i]);
+	free(list->conns);
+	memset(list, 0, sizeof(*list));
+}
+
+static void
+wake(api_hub *hub)
+{
+	uint64_t	one = 1;
+	ssize_t		w = write(hub->wake_fd, &one, sizeof(one));
+
+	(void) w;					/* the counter saturating still wakes */
+}
+
+/* ---- the MHD side: reading a stream, freeing it ---- */
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	api_stream *s = cls;
+	ssize_t		n;
+
+	(void) pos;
+	pthread_mutex_lock(&s->hub->lock);
+	if (s->sent < s->out.len)
+	{
+		n = (ssize_t) (s->out.len - s->sent < max ? s->out.len - s->sent : max);
+		memcpy(buf, s->out.data + s->sent, (size_t) n);
+		s->sent += (size_t) n;
+		if (s->sent == s->out.len)
+		{
+			pf_buf_reset(&s->out);
+			s->sent = 0;
+		}
+	}
+	else if (s->done)
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	else
+	{
+		/*
+		 * Nothing to send: park the connection until the hub has something.
+		 * Suspending under the lock means the hub, which appends under it,
+		 * either saw the text first or sees suspended and resumes.
+		 */
+		s->suspended = true;
+		MHD_suspend_connection(s->conn);
+		n = 0;
+	}
+	pthread_mutex_unlock(&s->hub->lock);
+	return n;
+}
+
+/* The response is gone (stream ended or client left): the hub frees it. */
+static void
+stream_release(void *cls)
+{
+	api_stream *s = cls;
+	api_hub    *hub = s->hub;
+
+	pthread_mutex_lock(&hub->lock);
+	s->released = true;
+	pthread_mutex_unlock(&hub->lock);
+	wake(hub);
+}
+
+static void
+stream_free(api_stream *s)
+{
+	free(s->operation_id);
+	free(s->api_key);
+	pf_buf_free(&s->out);
+	free(s);
+}
+
+/* ---- the hub ---- */
+
+static void
+append_event(api_stream *s, long long id, const char *at, const char *from, const char *to,
+			 const char *reason, bool terminal)
+{
+	json_t	   *data = json_pack("{s:s,s:s,s:s?,s:s,s:s?,s:b}", "operationId", s->operation_id,
+								 "status", to, "previousStatus", from, "at", at, "reason", reason,
+								 "terminal", terminal);
+	char	   *text = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	json_decref(data);
+	if (text == NULL)
+		return;
+	pf_buf_appendf(&s->out, "id: %lld\nevent: status\ndata: %s\n\n", id, text);
+	free(text);
+	s->last_id = id;
+	if (terminal)
+		s->done = true;
+}
+
+static void
+append_error_and_end(api_stream *s, const char *code, const char *message)
+{
+	json_t	   *data = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message);
+	char	   *text = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	json_decref(data);
+	pf_buf_appendf(&s->out, "event: error\ndata: %s\n\n", text ? text : "{}");
+	free(text);
+	s->done = true;
+}
+
+/* The operations watched with one key, and the lowest last id among them. */
+typedef struct key_group
+{
+	char	   *api_key;
+	pf_buf		ids;			/* text[] literal */
+	long long	after_id;
+	struct key_group *next;
+} key_group;
+
+static bool
+array_has(const pf_buf *array, const char *id)
+{
+	/* ids are short and few per key; a linear look is enough */
+	pf_buf		quoted = PF_BUF_INIT;
+	bool		found;
+
+	pf_buf_appendf(&quoted, "\"%s\"", id);
+	found = array->data != NULL && strstr(array->data, quoted.data) != NULL;
+	pf_buf_free(&quoted);
+	return found;
+}
+
+static key_group *
+collect_groups(api_hub *hub)
+{
+	key_group  *groups = NULL;
+
+	for (api_stream *s = hub->streams; s; s = s->next)
+	{
+		key_group  *g;
+
+		if (s->done || s->released)
+			continue;
+		for (g = groups; g; g = g->next)
+			if (strcmp(g->api_key, s->api_key) == 0)
+				break;
+		if (g == NULL)
+		{
+			g = pf_calloc(1, sizeof(*g));
+			g->api_key = pf_strdup(s->api_key);
+			g->after_id = s->last_id;
+			g->next = groups;
+			groups = g;
+		}
+		if (s->last_id < g->after_id)
+			g->after_id = s->last_id;
+		if (!array_has(&g->ids, s->operation_id))
+		{
+			if (g->ids.len == 0)
+				pf_buf_append_char(&g->ids, '{');
+			else
+				pf_buf_append_char(&g->ids, ',');
+			pf_buf_append_char(&g->ids, '"');
+			for (const char *p = s->operation_id; *p; p++)
+			{
+				if (*p == '"' || *p == '\\')
+					pf_buf_append_char(&g->ids, '\\');
+				pf_buf_append_char(&g->ids, *p);
+			}
+			pf_buf_append_char(&g->ids, '"');
+		}
+	}
+	for (key_group *g = groups; g; g = g->next)
+		pf_buf_append_char(&g->ids, '}');
+	return groups;
+}
+
+static void
+free_groups(key_group *groups)
+{
+	while (groups)
+	{
+		key_group  *next = groups->next;
+
+		free(groups->api_key);
+		pf_buf_free(&groups->ids);
+		free(groups);
+		groups = next;
+	}
+}
+
+/* Hand a group's rows to its streams; a stream takes rows past its own last id. */
+static void
+dispatch_rows(api_hub *hub, const key_group *g, PGresult *res, resume_list *resumes)
+{
+	int			n = PQntuples(res);
+
+	for (api_stream *s = hub->streams; s; s = s->next)
+	{
+		bool		added = false;
+
+		if (s->done || s->released || strcmp(s->api_key, g->api_key) != 0)
+			continue;
+		for (int i = 0; i < n && !s->done; i++)
+		{
+			long long	id;
+
+			if (strcmp(PQgetvalue(res, i, 0), s->operation_id) != 0)
+				continue;
+			id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+			if (id <= s->last_id)
+				continue;
+			append_event(s, id, PQgetvalue(res, i, 2), PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3),
+						 PQgetvalue(res, i, 4), PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5),
+						 PQgetvalue(res, i, 6)[0] == 't');
+			added = true;
+		}
+		if (added || s->done)
+			resume_later(resumes, s);
+	}
+}
+
+static void
+end_streams_of_key(api_hub *hub, const char *api_key, const char *code, const char *message,
+				   resume_list *resumes)
+{
+	for (api_stream *s = hub->streams; s; s = s->next)
+		if (!s->done && !s->released && strcmp(s->api_key, api_key) == 0)
+		{
+			append_error_and_end(s, code, message);
+			resume_later(resumes, s);
+		}
+}
+
+/* One payflow.changes() per key for every stream still open. */
+static void
+refresh(api_hub *hub)
+{
+	key_group  *groups;
+	resume_list resumes = {0, 0, NULL};
+
+	pthread_mutex_lock(&hub->lock);
+	groups = collect_groups(hub);
+	pthread_mutex_unlock(&hub->lock);
+
+	for (key_group *g = groups; g; g = g->next)
+	{
+		char		after[32];
+		const char *values[3] = {g->api_key, g->ids.data, after};
+		PGresult   *res = NULL;
+		pf_error	err;
+		pf_result	r;
+
+		snprintf(after, sizeof(after), "%lld", g->after_id);
+		r = pf_pg_exec(hub->pg, CHANGES_SQL, 3, values, &res, &err);
+		pthread_mutex_lock(&hub->lock);
+		if (r == PF_OK)
+			dispatch_rows(hub, g, res, &resumes);
+		else if (strncmp(err.code, "28", 2) == 0)
+			end_streams_of_key(hub, g->api_key, "unauthorized", "invalid API key", &resumes);
+		else if (r != PF_ERR_TRANSIENT)
+		{
+			pf_log_error(NULL, "events: payflow.changes failed: %s %s", err.code, err.message);
+			end_streams_of_key(hub, g->api_key, "internal", "internal error", &resumes);
+		}
+		else
+			pf_log_warn(NULL, "events: database unavailable, streams wait: %s %s", err.code, err.message);
+		pthread_mutex_unlock(&hub->lock);
+		PQclear(res);
+	}
+	free_groups(groups);
+	resume_all(&resumes);
+}
+
+/* A comment line now and then: proxies keep the connection, dead clients show. */
+static void
+keepalive(api_hub *hub)
+{
+	resume_list resumes = {0, 0, NULL};
+
+	pthread_mutex_lock(&hub->lock);
+	for (api_stream *s = hub->streams; s; s = s->next)
+		if (!s->released && !s->done)
+		{
+			pf_buf_append_str(&s->out, ": keepalive\n\n");
+			resume_later(&resumes, s);
+		}
+	pthread_mutex_unlock(&hub->lock);
+	resume_all(&resumes);
+}
+
+/* Free the streams MHD is done with. */
+static void
+reap(api_hub *hub)
+{
+	pthread_mutex_lock(&hub->lock);
+	for (api_stream **p = &hub->streams; *p;)
+	{
+		api_stream *s = *p;
+
+		if (s->released)
+		{
+			*p = s->next;
+			hub->n_streams--;
+			stream_free(s);
+		}
+		else
+			p = &s->next;
+	}
+	pthread_mutex_unlock(&hub->lock);
+}
+
+static void *
+hub_main(void *arg)
+{
+	api_hub    *hub = arg;
+	api_context *ctx = hub->ctx;
+	int64_t		next_poll = 0;
+	int64_t		next_keepalive = pf_now_ms() + hub->keepalive_ms;
+	pf_error	err;
+
+	if (pf_pg_listen(hub->pg, LISTEN_CHANNEL, &err) != PF_OK && !*ctx->stop)
+		pf_log_warn(NULL, "events: LISTEN %s failed, polling until it works: %s", LISTEN_CHANNEL, err.message);
+	for (;;)
+	{
+		struct pollfd fds[2];
+		int			nfds = 0;
+		int64_t		now = pf_now_ms();
+		int			timeout = (int) ((next_poll < next_keepalive ? next_poll : next_keepalive) - now);
+		bool		due = false;
+		bool		stopping;
+		int			count = 0;
+
+		pthread_mutex_lock(&hub->lock);
+		stopping = hub->stopping;
+		due = hub->n_streams > 0;
+		pthread_mutex_unlock(&hub->lock);
+		if (stopping)
+			break;
+
+		fds[nfds].fd = hub->wake_fd;
+		fds[nfds++].events = POLLIN;
+		if (pf_pg_socket(hub->pg) >= 0)
+		{
+			fds[nfds].fd = pf_pg_socket(hub->pg);
+			fds[nfds++].events = POLLIN;
+		}
+		if (poll(fds, (nfds_t) nfds, timeout < 0 ? 0 : timeout) < 0 && errno != EINTR)
+			pf_log_warn(NULL, "events: poll failed: %s", strerror(errno));
+		if (fds[0].revents & POLLIN)
+		{
+			uint64_t	counter;
+			ssize_t		r = read(hub->wake_fd, &counter, sizeof(counter));
+
+			(void) r;
+			due = true;			/* a new stream, or one released */
+		}
+		else
+			due = false;
+		if (nfds > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		{
+			if (pf_pg_take_notifications(hub->pg, &count, &err) != PF_OK)
+				pf_log_warn(NULL, "events: %s", err.message);
+			if (count > 0)
+				due = true;
+		}
+		now = pf_now_ms();
+		if (now >= next_poll)
+		{
+			due = true;
+			next_poll = now + ctx->cfg.poll_interval_ms;
+		}
+		reap(hub);
+		if (due && hub->n_streams > 0)
+			refresh(hub);
+		if (now >= next_keepalive)
+		{
+			keepalive(hub);
+			next_keepalive = now + hub->keepalive_ms;
+		}
+	}
+	return NULL;
+}
+
+api_hub *
+api_hub_start(api_context *ctx)
+{
+	api_hub    *hub = pf_calloc(1, sizeof(*hub));
+	pf_pg_options opt = api_pg_options(&ctx->cfg, API_PROGNAME " events", ctx->stop);
+
+	hub->ctx = ctx;
+	pthread_mutex_init(&hub->lock, NULL);
+	hub->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (hub->wake_fd < 0)
+	{
+		pf_log_error(NULL, "events: eventfd failed: %s", strerror(errno));
+		exit(1);
+	}
+	hub->pg = pf_pg_create(ctx->cfg.database_url, &opt);
+	hub->keepalive_ms = ctx->cfg.api_idle_timeout * 1000 / 2;
+	if (hub->keepalive_ms > KEEPALIVE_MAX_MS)
+		hub->keepalive_ms = KEEPALIVE_MAX_MS;
+	if (pthread_create(&hub->thread, NULL, hub_main, hub) != 0)
+	{
+		pf_log_error(NULL, "events: cannot start the hub thread");
+		exit(1);
+	}
+	return hub;
+}
+
+void
+api_hub_close_streams(api_hub *hub)
+{
+	resume_list resumes = {0, 0, NULL};
+
+	pthread_mutex_lock(&hub->lock);
+	hub->stopping = true;
+	for (api_stream *s = hub->streams; s; s = s->next)
+		if (!s->released)
+		{
+			s->done = true;
+			resume_later(&resumes, s);
+		}
+	pthread_mutex_unlock(&hub->lock);
+	resume_all(&resumes);
+	wake(hub);
+}
+
+void
+api_hub_stop(api_hub *hub)
+{
+	api_hub_close_streams(hub);
+	pthread_join(hub->thread, NULL);
+	reap(hub);
+	pf_pg_destroy(hub->pg);
+	close(hub->wake_fd);
+	/* streams MHD still holds are freed with the daemon's responses */
+}
+
+/* ---- the endpoint ---- */
+
+enum MHD_Result
+api_get_events(api_request *req)
+{
+	api_context *ctx = req->ctx;
+	api_hub    *hub = ctx->hub;
+	const char *api_key = api_bearer_key(req);
+	const char *last_event_id = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+															MHD_HTTP_HEADER_LAST_EVENT_ID);
+	const char *values[2] = {api_key, req->operation_id};
+	api_slot   *slot;
+	pf_error	err;
+	pf_result	r;
+	api_stream *s;
+	struct MHD_Response *resp;
+	bool		refused;
+
+	if (api_key == NULL)
+		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+	pthread_mutex_lock(&hub->lock);
+	refused = hub->stopping || hub->n_streams >= ctx->cfg.api_max_streams;
+	pthread_mutex_unlock(&hub->lock);
+	if (refused)
+		return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable", "too many event streams, retry later");
+
+	/* the operation must exist for this key before a stream is opened */
+	slot = api_pool_acquire(&ctx->pool);
+	if (slot == NULL)
+		return api_reply_pool_exhausted(req);
+	r = pf_pg_exec(slot->pg, STATUS_SQL, 2, values, NULL, &err);
+	api_pool_release(&ctx->pool, slot);
+	if (r != PF_OK && strncmp(err.code, "22", 2) == 0)
+		pf_error_set(&err, PF_ERR_NOT_FOUND, "PF003", "not an operation id");
+	if (r != PF_OK)
+		return api_reply_db_error(req, &err);
+
+	s = pf_calloc(1, sizeof(*s));
+	s->hub = hub;
+	s->conn = req->conn;
+	s->operation_id = pf_strdup(req->operation_id);
+	s->api_key = pf_strdup(api_key);
+	if (last_event_id)
+		s->last_id = strtoll(last_event_id, NULL, 10);
+	if (s->last_id < 0)
+		s->last_id = 0;
+	/* reconnect after 2 s if the connection drops */
+	pf_buf_append_str(&s->out, "retry: 2000\n\n");
+
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, stream_read, s, stream_release);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	if (req->correlation_id)
+		MHD_add_response_header(resp, "X-Correlation-Id", req->correlation_id);
+
+	pthread_mutex_lock(&hub->lock);
+	s->next = hub->streams;
+	hub->streams = s;
+	hub->n_streams++;
+	pthread_mutex_unlock(&hub->lock);
+	wake(hub);
+
+	req->status = MHD_HTTP_OK;
+	req->answered = true;
+	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
+	{
+		enum MHD_Result result = MHD_queue_response(req->conn, MHD_HTTP_OK, resp);
+
+		MHD_destroy_response(resp);
+		return result;
+	}
+}

@@ -90,7 +90,9 @@ start_http(api_context *ctx)
 
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	/* the logger first, or MHD prints early messages itself */
 	daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, ctx,
+							  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 							  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 							  MHD_OPTION_THREAD_POOL_SIZE, (unsigned int) ctx->cfg.api_threads,
 							  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) ctx->cfg.api_idle_timeout,
@@ -99,7 +101,6 @@ start_http(api_context *ctx)
 							  MHD_OPTION_CONNECTION_LIMIT, (unsigned int) ctx->cfg.api_max_streams + 1024,
 							  MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 							  MHD_OPTION_NOTIFY_COMPLETED, api_completed, ctx,
-							  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 							  MHD_OPTION_END);
 	freeaddrinfo(ai);
 	return daemon;

@@ -206,12 +206,12 @@ flatten(json_t *value, pf_buf *name, const char *label, sample_list *out)
 			json_t	   *escaped = json_string(label);
 			char	   *quoted = json_dumps(escaped, JSON_ENCODE_ANY);
 
-			pf_buf_appendf(&line, "%s{key=%s} %.17g\n", pf_buf_str(name), quoted, v);
+			pf_buf_appendf(&line, "%s{key=%s} %.15g\n", pf_buf_str(name), quoted, v);
 			free(quoted);
 			json_decref(escaped);
 		}
 		else
-			pf_buf_appendf(&line, "%s %.17g\n", pf_buf_str(name), v);
+			pf_buf_appendf(&line, "%s %.15g\n", pf_buf_str(name), v);
 		add_sample(out, &line);
 	}
 	/* strings, nulls and arrays carry no gauge */

@@ -121,7 +121,7 @@ static enum MHD_Result
 get_metrics(api_request *req)
 {
 	pf_buf		out = PF_BUF_INIT;
-	api_slot   *slot = api_pool_acquire(&req->ctx->pool);
+	api_slot   *slot;
 	bool		db_ok = false;
 
 	api_metrics_render(&out);
@@ -132,6 +132,7 @@ get_metrics(api_request *req)
 				   "# TYPE payflow_api_pool_size gauge\npayflow_api_pool_size %d\n",
 				   req->ctx->pool.in_use, req->ctx->pool.size);
 	pthread_mutex_unlock(&req->ctx->pool.lock);
+	slot = api_pool_acquire(&req->ctx->pool);
 	if (slot != NULL)
 	{
 		PGresult   *res = NULL;

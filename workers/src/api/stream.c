@@ -41,7 +41,9 @@
 #define READ_BLOCK 4096
 #define KEEPALIVE_MAX_MS 15000
 
-static const char STATUS_SQL[] = "SELECT 1 FROM payflow.authenticate($1) a WHERE payflow.status($2) IS NOT NULL";
+/* in the select list, never in WHERE: a qual that does not name the FROM
+ * item may be run before it, as a one-time filter, without the tenant */
+static const char STATUS_SQL[] = "SELECT payflow.status($2) IS NOT NULL FROM payflow.authenticate($1)";
 
 /*
  * changes() must run after authenticate() set the tenant: the lateral

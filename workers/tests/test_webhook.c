@@ -3,9 +3,12 @@
  *		The webhook signature against values computed independently (Node's
  *		crypto.createHmac), so the worker and any receiver agree on the bytes
  *		signed: "<t>.<body>", the secret's bytes as the key, lower-case hex.
+ *		And the webhook role's settings: defaults, bounds, their one rule.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "payflow/config.h"
 #include "payflow/webhook_signature.h"
 #include "unit.h"
 
@@ -42,10 +45,79 @@ test_signature_changes(void)
 	CHECK(strlen(other) == strlen("t=9223372036854775807,v1=") + 64);
 }
 
+static bool
+load(pf_config *cfg, char *error)
+{
+	return pf_config_load(cfg, PF_PROGRAM_WORKER | PF_PROGRAM_WEBHOOK, error, 512);
+}
+
+static void
+test_settings(void)
+{
+	static const char *const vars[] = {
+		"PAYFLOW_CONFIG_FILE", "PAYFLOW_WEBHOOK_MAX_ATTEMPTS", "PAYFLOW_WEBHOOK_TIMEOUT_MS",
+		"PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS", "PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", "PAYFLOW_WEBHOOK_ALLOW_HTTP",
+		"PAYFLOW_STORE", NULL
+	};
+	pf_config	cfg;
+	char		error[512];
+
+	for (int i = 0; vars[i]; i++)
+		unsetenv(vars[i]);
+	setenv("PAYFLOW_DATABASE_URL", "postgresql://payflow@localhost:5432/payflow", 1);
+	setenv("PAYFLOW_QUEUE_URL", "http://127.0.0.1:4566/000000000000/operation-events", 1);
+	setenv("AWS_REGION", "eu-west-1", 1);
+	setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secret-secret-secret", 1);
+
+	/* nothing of its own is required; the defaults */
+	if (CHECK(load(&cfg, error)))
+	{
+		CHECK(cfg.webhook_max_attempts == 8);
+		CHECK(cfg.webhook_timeout_ms == 10000);
+		CHECK(cfg.webhook_backoff_base_s == 30);
+		CHECK(cfg.webhook_backoff_max_s == 3600);
+		CHECK(cfg.webhook_allow_http == 0);
+		pf_config_free(&cfg);
+	}
+	setenv("PAYFLOW_WEBHOOK_MAX_ATTEMPTS", "3", 1);
+	setenv("PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS", "2", 1);
+	setenv("PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", "8", 1);
+	setenv("PAYFLOW_WEBHOOK_ALLOW_HTTP", "true", 1);
+	if (CHECK(load(&cfg, error)))
+	{
+		CHECK(cfg.webhook_max_attempts == 3 && cfg.webhook_backoff_base_s == 2 && cfg.webhook_backoff_max_s == 8);
+		CHECK(cfg.webhook_allow_http == 1);
+		pf_config_free(&cfg);
+	}
+	/* SQS hides a message for 12 h at most */
+	setenv("PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", "43201", 1);
+	CHECK(!load(&cfg, error));
+	CHECK_STR(error, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: \"43201\" is not an integer from 1 to 43200");
+	setenv("PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", "1", 1);
+	CHECK(!load(&cfg, error));
+	CHECK_STR(error, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: below PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS");
+	unsetenv("PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS");
+	setenv("PAYFLOW_WEBHOOK_MAX_ATTEMPTS", "0", 1);
+	CHECK(!load(&cfg, error));
+	CHECK_STR(error, "invalid PAYFLOW_WEBHOOK_MAX_ATTEMPTS: \"0\" is not an integer from 1 to 100");
+	setenv("PAYFLOW_WEBHOOK_MAX_ATTEMPTS", "8", 1);
+	setenv("PAYFLOW_WEBHOOK_ALLOW_HTTP", "loopback", 1);
+	CHECK(!load(&cfg, error));
+	CHECK_STR(error, "invalid PAYFLOW_WEBHOOK_ALLOW_HTTP: \"loopback\" is not one of false/true");
+	setenv("PAYFLOW_WEBHOOK_ALLOW_HTTP", "false", 1);
+	setenv("PAYFLOW_WEBHOOK_TIMEOUT_MS", "50", 1);
+	CHECK(!load(&cfg, error));
+	CHECK_STR(error, "invalid PAYFLOW_WEBHOOK_TIMEOUT_MS: \"50\" is not an integer from 100 to 600000");
+	for (int i = 0; vars[i]; i++)
+		unsetenv(vars[i]);
+}
+
 int
 main(void)
 {
 	test_signature_vectors();
 	test_signature_changes();
+	test_settings();
 	return unit_finish("test_webhook");
 }

@@ -54,6 +54,7 @@ typedef struct api_slot
 	pf_aws_client *aws;
 	pf_s3	   *s3;
 	bool		busy;
+	int			backend_pid;	/* of the connection given the notice hook */
 } api_slot;
 
 typedef struct api_pool
@@ -72,6 +73,8 @@ void		api_pool_destroy(api_pool *pool);
 /* A free slot, or NULL when none came free within the pool's wait. */
 api_slot   *api_pool_acquire(api_pool *pool);
 void		api_pool_release(api_pool *pool, api_slot *slot);
+/* Route a new connection's notices to the JSON log (once per backend). */
+void		api_adopt_connection(pf_pg *pg, int *backend_pid);
 /* The slot's S3 client, created on first use; NULL with err set on failure. */
 pf_s3	   *api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err);
 /* Options every API connection uses (short connect, few retries, statement_timeout). */

@@ -12,6 +12,7 @@
 #include "api.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -109,9 +110,38 @@ api_pool_acquire(api_pool *pool)
 	return found;
 }
 
+/*
+ * libpq prints server notices and unsolicited errors ("FATAL: terminating
+ * connection due to administrator command") on stderr by itself; keep the
+ * log JSON lines only.
+ */
+static void
+log_notice(void *arg, const char *message)
+{
+	char		line[512];
+
+	(void) arg;
+	snprintf(line, sizeof(line), "%s", message);
+	line[strcspn(line, "\n")] = '\0';
+	pf_log_warn(NULL, "PostgreSQL: %s", line);
+}
+
+void
+api_adopt_connection(pf_pg *pg, int *backend_pid)
+{
+	PGconn	   *conn = pf_pg_conn(pg);
+
+	if (conn == NULL || PQbackendPID(conn) == *backend_pid)
+		return;
+	*backend_pid = PQbackendPID(conn);
+	PQsetNoticeProcessor(conn, log_notice, NULL);
+}
+
 void
 api_pool_release(api_pool *pool, api_slot *slot)
 {
+	/* a connection opened during this use gets the notice hook */
+	api_adopt_connection(slot->pg, &slot->backend_pid);
 	pthread_mutex_lock(&pool->lock);
 	slot->busy = false;
 	pool->in_use--;

@@ -82,6 +82,7 @@ struct api_hub
 	int			wake_fd;
 	bool		stopping;
 	pf_pg	   *pg;
+	int			backend_pid;
 	int			keepalive_ms;
 };
 
@@ -368,6 +369,7 @@ refresh(api_hub *hub)
 
 		snprintf(after, sizeof(after), "%lld", g->after_id);
 		r = pf_pg_exec(hub->pg, CHANGES_SQL, 3, values, &res, &err);
+		api_adopt_connection(hub->pg, &hub->backend_pid);
 		pthread_mutex_lock(&hub->lock);
 		if (r == PF_OK)
 			dispatch_rows(hub, g, res, &resumes);
@@ -436,6 +438,7 @@ hub_main(void *arg)
 
 	if (pf_pg_listen(hub->pg, LISTEN_CHANNEL, &err) != PF_OK && !*ctx->stop)
 		pf_log_warn(NULL, "events: LISTEN %s failed, polling until it works: %s", LISTEN_CHANNEL, err.message);
+	api_adopt_connection(hub->pg, &hub->backend_pid);
 	for (;;)
 	{
 		struct pollfd fds[2];

@@ -1,0 +1,202 @@
+#!/bin/bash
+# payflow-api over loopback with curl: every endpoint and every error.
+#
+#   POST /payments   202 + Location + Retry-After, idempotent replay, 409 PF002,
+#                    400 / 422 / 413 (declared, chunked, PF007), 401 + WWW-Authenticate
+#   S3 claim check   a body above the threshold goes to S3 (emulator): the
+#                    object read back through S3 is the details as written
+#                    and hashes to the reference's checksum
+#   GET /operations/{id}   200 (+ Retry-After until terminal), 404
+#   /metrics /healthz /readyz, 404/405, the pool's 503, SIGTERM drains,
+#   /readyz 503 while PostgreSQL is down and 200 again after it restarts,
+#   invalid settings stop start-up with one line, no key or details in logs
+set -euo pipefail
+source "$(dirname "$0")/api_common.bash"
+
+api_init api-http
+KEY=$(api_key "t-$API_RUN")
+P=$API_RUN
+
+# the S3 emulator, for the claim-check instance
+export PAYFLOW_EMULATOR_PORT=4820 PAYFLOW_EMULATOR_BACKEND_PORT=4821 PAYFLOW_EMULATOR_RUN_DIR=$API_DIR/emulator
+api_test_cleanup() { test/emulator/stop.sh >/dev/null 2>&1 || true; }
+test/emulator/stop.sh >/dev/null 2>&1 || true
+eval "$(test/emulator/start.sh 2>"$API_DIR/emulator-start.log")" || { cat "$API_DIR/emulator-start.log"; exit 1; }
+
+api_start main 4800
+MAIN_PID=$API_PID
+
+# ---- access
+pf_eq "no key: 401" 401 "$(post_payment "" "$P-1" '{"amount":1}')"
+pf_eq "401 names the scheme in WWW-Authenticate" 'Bearer realm="payflow"' "$(header WWW-Authenticate)"
+pf_eq "401 is a JSON error" unauthorized "$(json_field error.code)"
+pf_eq "unknown key: 401" 401 "$(post_payment "pfk_0000000000000000000000000000000000000000000000000000000000000000" "$P-1" '{"amount":1}')"
+pf_eq "unknown key: GET is 401 too" 401 "$(http GET "$API_URL/operations/pay_01M8MXX8MVKW6A5CDXYRQQ8026" "nope")"
+
+# ---- POST /payments
+pf_eq "POST /payments: 202" 202 "$(post_payment "$KEY" "$P-1" '{"amount": 12.50, "currency": "EUR", "card": "card-4111-secret"}' -H "X-Correlation-Id: corr-$P")"
+op1=$(json_field operationId)
+pf_eq "202 body: status PENDING" PENDING "$(json_field status)"
+pf_eq "Location names the operation" "/operations/$op1" "$(header Location)"
+pf_eq "Retry-After on 202" 1 "$(header Retry-After)"
+pf_eq "the correlation id comes back" "corr-$P" "$(header X-Correlation-Id)"
+pf_eq "the operation is the tenant's, with the details as written" "t-$API_RUN|corr-$P|12.50" \
+	"$(q -c "SELECT o.tenant, o.correlation_id, convert_from(p.content, 'UTF8')::jsonb->>'amount'
+			  FROM payflow.operations o JOIN payflow.payloads p ON p.operation_id = o.id WHERE o.id = '$op1'")"
+pf_eq "same key, same body (other spacing): 202" 202 "$(post_payment "$KEY" "$P-1" '{"amount":12.50,"currency":"EUR","card":"card-4111-secret"}')"
+pf_eq "... and the same operation" "$op1" "$(json_field operationId)"
+pf_eq "same key, other details: 409" 409 "$(post_payment "$KEY" "$P-1" '{"amount": 99}')"
+pf_eq "409 names PF002" PF002 "$(json_field error.code)"
+pf_eq "Idempotency-Key header: 202" 202 "$(post_payment "$KEY" "$P-2" '{"amount": 2}' -H "Idempotency-Key: order-$P")"
+op2=$(json_field operationId)
+pf_eq "the key is the header's" "order-$P" "$(q -c "SELECT idempotency_key FROM payflow.operations WHERE id = '$op2'")"
+pf_eq "same Idempotency-Key, another payment: 409 PF002" "409 PF002" \
+	"$(post_payment "$KEY" "$P-3" '{"amount": 2}' -H "Idempotency-Key: order-$P") $(json_field error.code)"
+pf_eq "malformed JSON: 400" "400 malformed_json" "$(post_payment "$KEY" "$P-4" '{"amount": ' ) $(json_field error.code)"
+pf_eq "empty body: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '')"
+pf_eq "repeated member: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '{"paymentId":"a","paymentId":"b","details":{}}')"
+for bad in '[1,2]' '{"details":{}}' '{"paymentId":"x"}' '{"paymentId":7,"details":{}}' \
+	'{"paymentId":"x","details":"amount=1"}' '{"paymentId":"x","details":{},"extra":1}' '{"paymentId":"","details":{}}'; do
+	pf_eq "422 for $bad" "422" "$(http POST "$API_URL/payments" "$KEY" --data-binary "$bad")"
+done
+pf_eq "422 is a JSON error with a message" "invalid_request" \
+	"$(http POST "$API_URL/payments" "$KEY" --data-binary '{"paymentId":7,"details":{}}' >/dev/null; json_field error.code)"
+pf_eq "an empty paymentId is the database's 22023" 22023 \
+	"$(http POST "$API_URL/payments" "$KEY" --data-binary '{"paymentId":"","details":{}}' >/dev/null; json_field error.code)"
+
+# ---- 413: declared, chunked, and details above payflow.payload_max_bytes
+head -c 1100000 /dev/zero | tr '\0' 'x' >"$API_DIR/big.txt"
+printf '{"paymentId":"%s-big","details":{"blob":"' "$P" >"$API_DIR/huge.json"
+cat "$API_DIR/big.txt" >>"$API_DIR/huge.json"
+printf '"}}' >>"$API_DIR/huge.json"
+pf_eq "body over PAYFLOW_API_MAX_BODY: 413" "413 payload_too_large" \
+	"$(http POST "$API_URL/payments" "$KEY" --data-binary @"$API_DIR/huge.json") $(json_field error.code)"
+pf_eq "chunked body over the limit: 413" 413 \
+	"$(http POST "$API_URL/payments" "$KEY" -H 'Transfer-Encoding: chunked' --data-binary @"$API_DIR/huge.json")"
+head -c 300000 /dev/zero | tr '\0' 'y' >"$API_DIR/mid.txt"
+printf '{"paymentId":"%s-mid","details":{"blob":"%s"}}' "$P" "$(cat "$API_DIR/mid.txt")" >"$API_DIR/mid.json"
+pf_eq "details above payflow.payload_max_bytes without S3: 413 PF007" "413 PF007" \
+	"$(http POST "$API_URL/payments" "$KEY" --data-binary @"$API_DIR/mid.json") $(json_field error.code)"
+pf_ok "the API still answers after the oversize bodies" api_healthy "$API_URL"
+
+# ---- GET /operations/{id}
+pf_eq "GET /operations/{id}: 200" 200 "$(http GET "$API_URL/operations/$op1" "$KEY")"
+pf_eq "the status document" "$op1|$P-1|PENDING|corr-$P" \
+	"$(echo "$(json_field operationId)|$(json_field paymentId)|$(json_field status)|$(json_field correlationId)")"
+pf_eq "Retry-After while not terminal" 1 "$(header Retry-After)"
+q -c "BEGIN" -c "SELECT payflow.authenticate('$KEY')" -c "SELECT payflow.cancel('$op2', 'test')" -c "COMMIT" >/dev/null
+pf_eq "a terminal operation: 200" "200 CANCELLED" "$(http GET "$API_URL/operations/$op2" "$KEY") $(json_field status)"
+pf_eq "... without Retry-After" "" "$(header Retry-After)"
+pf_eq "unknown id: 404 PF003" "404 PF003" "$(http GET "$API_URL/operations/pay_01M8MXX8MVKW6A5CDXYRQQ8099" "$KEY") $(json_field error.code)"
+pf_eq "malformed id: 404" 404 "$(http GET "$API_URL/operations/not-an-id" "$KEY")"
+pf_eq "unknown path: 404 JSON" "404 not_found" "$(http GET "$API_URL/nothing" "") $(json_field error.code)"
+pf_eq "wrong method: 405 with Allow" "405 POST" "$(http GET "$API_URL/payments" "$KEY") $(header Allow)"
+pf_eq "/healthz" 200 "$(http GET "$API_URL/healthz" "")"
+pf_eq "/readyz" "200 ready" "$(http GET "$API_URL/readyz" "") $(json_field status)"
+big_header=$(head -c 40000 /dev/zero | tr '\0' 'h')
+code=$(http GET "$API_URL/healthz" "" -H "X-Big: $big_header")
+pf_ok "headers over PAYFLOW_API_MAX_HEADER_BYTES are refused ($code)" test "$code" -ge 400 -a "$code" -lt 500
+
+# ---- the S3 claim check (a second instance with PAYFLOW_STORE=s3)
+api_start s3 4801 PAYFLOW_STORE=s3 PAYFLOW_API_S3_THRESHOLD=1024
+S3_URL=$API_URL
+# details as written, with spacing and a number that must not change
+details=$(printf '{ "amount": 12.50, "currency": "EUR", "note": "%s" }' "$(head -c 5000 /dev/zero | tr '\0' 'n')")
+printf '%s' "$details" >"$API_DIR/details.json"
+printf '{"paymentId": "%s-s3", "details": %s}' "$P" "$details" >"$API_DIR/s3.json"
+pf_eq "a body above the threshold: 202" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/s3.json")"
+op_s3=$(json_field operationId)
+expected_sum="sha256:$(sha256sum "$API_DIR/details.json" | cut -d' ' -f1)"
+pf_eq "its reference names S3, the details' sha256 and size" \
+	"s3|$expected_sum|$(wc -c <"$API_DIR/details.json" | tr -d ' ')" \
+	"$(q -c "SELECT request_ref->>'store', request_ref->>'checksum', request_ref->>'size' FROM payflow.operations WHERE id = '$op_s3'")"
+pf_eq "nothing of it in PostgreSQL" 0 "$(q -c "SELECT count(*) FROM payflow.payloads WHERE operation_id = '$op_s3'")"
+s3_key=$(q -c "SELECT request_ref->>'key' FROM payflow.operations WHERE id = '$op_s3'")
+node --input-type=module -e '
+	import { writeFileSync } from "node:fs";
+	import { clientCredentials, clientRegion, requireFromCache } from "./test/emulator/emulator-config.mjs";
+	const { S3Client, GetObjectCommand } = requireFromCache("@aws-sdk/client-s3");
+	const [key, file] = process.argv.slice(1);
+	const s3 = new S3Client({ endpoint: process.env.AWS_ENDPOINT_URL, region: clientRegion(),
+							  credentials: clientCredentials(), forcePathStyle: true });
+	const out = await s3.send(new GetObjectCommand({ Bucket: process.env.PAYFLOW_S3_BUCKET, Key: key }));
+	writeFileSync(file, await out.Body.transformToByteArray());
+' "$s3_key" "$API_DIR/readback.json"
+pf_eq "read back through S3: its sha256 is the reference's" "$expected_sum" "sha256:$(sha256sum "$API_DIR/readback.json" | cut -d' ' -f1)"
+pf_ok "read back through S3: the details byte for byte" cmp -s "$API_DIR/details.json" "$API_DIR/readback.json"
+pf_eq "the same big request again: the same operation" "202 $op_s3" \
+	"$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/s3.json") $(json_field operationId)"
+pf_eq "a small body on the S3 instance stays in PostgreSQL" 202 "$(API_URL=$S3_URL post_payment "$KEY" "$P-small" '{"amount": 1}')"
+pf_eq "... (pg reference)" pg "$(q -c "SELECT request_ref->>'store' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
+pf_eq "details of 300 kB go to S3 on this instance (no PF007)" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/mid.json")"
+pf_eq "an unknown key uploads nothing: 401 before S3" 401 "$(http POST "$S3_URL/payments" "bad-key-123" --data-binary @"$API_DIR/s3.json")"
+api_stop "$API_PID"
+API_URL=http://127.0.0.1:4800
+
+# ---- /metrics moves
+before=$(metric 'payflow_api_requests_total{route="/payments",status="202"}')
+post_payment "$KEY" "$P-m" '{"amount": 3}' >/dev/null
+after=$(metric 'payflow_api_requests_total{route="/payments",status="202"}')
+pf_eq "/metrics: the 202 counter moved by one" "$((before + 1))" "$after"
+pf_ok "/metrics: 409 and 422 counted" test "$(metric 'payflow_api_requests_total{route="/payments",status="409"}')" -ge 2
+pf_ok "/metrics: latency histogram" test "$(metric 'payflow_api_request_duration_seconds_count{route="/payments"}')" -ge 10
+pf_eq "/metrics: payflow.metrics() flattened" 1 "$(metric payflow_up)"
+pf_ok "/metrics: operations per status" test "$(metric 'payflow_operations_count{key="PENDING"}')" -ge 1
+
+# ---- the pool: a held lock keeps the only connection busy -> 503, then SIGTERM drains
+api_start pool 4802 PAYFLOW_API_POOL_SIZE=1 PAYFLOW_API_POOL_WAIT_MS=300 PAYFLOW_DRAIN_SECONDS=60 \
+	PAYFLOW_API_STATEMENT_TIMEOUT_MS=120000
+POOL_PID=$API_PID
+lock_fifo=$API_DIR/lock.fifo
+mkfifo "$lock_fifo"
+# authenticate() reads payflow.api_keys: an exclusive lock makes it wait
+( pf_psql -q <"$lock_fifo" >/dev/null 2>&1 ) &
+exec 7>"$lock_fifo"
+echo "BEGIN; LOCK TABLE payflow.api_keys IN ACCESS EXCLUSIVE MODE;" >&7
+locked() { [ "$(q -c "SELECT count(*) FROM pg_locks WHERE relation = 'payflow.api_keys'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ]; }
+pf_ok "a session holds payflow.api_keys" pf_wait_for 10 locked
+curl -s -o "$API_DIR/slow.body" -w '%{http_code}' -H "Authorization: Bearer $KEY" "$API_URL/operations/$op1" >"$API_DIR/slow.code" &
+slow=$!
+waiting() { [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'pf_api' AND wait_event_type = 'Lock'")" -ge 1 ]; }
+pf_ok "a request waits on the lock" pf_wait_for 10 waiting
+pf_eq "the only connection is busy: 503" "503 unavailable" "$(http GET "$API_URL/operations/$op1" "$KEY") $(json_field error.code)"
+pf_eq "503 carries Retry-After" 1 "$(header Retry-After)"
+kill -TERM "$POOL_PID"
+sleep 0.5
+pf_ok "SIGTERM: no new connections" sh -c "! curl -s -m 2 -o /dev/null $API_URL/healthz"
+pf_ok "SIGTERM: the request in flight is still waiting" kill -0 "$slow"
+echo "COMMIT;" >&7
+exec 7>&-
+wait "$slow" || true
+pf_eq "SIGTERM: the request in flight finished with 200" 200 "$(cat "$API_DIR/slow.code")"
+api_status=0
+wait "$POOL_PID" || api_status=$?
+pf_eq "SIGTERM: exit 0 after the drain" 0 "$api_status"
+
+# ---- PostgreSQL stopped: /readyz 503, POST 503; started: 200 again
+pf_cluster_stop
+API_URL=http://127.0.0.1:4800	# the main instance; the pool's is gone
+pf_eq "/readyz while PostgreSQL is down: 503" "503 unavailable" "$(http GET "$API_URL/readyz" "") $(json_field error.code)"
+pf_eq "POST while PostgreSQL is down: 503" 503 "$(post_payment "$KEY" "$P-down" '{"amount": 4}')"
+pf_eq "/healthz still 200 (the process is up)" 200 "$(http GET "$API_URL/healthz" "")"
+pf_cluster_start
+ready() { [ "$(http GET "$API_URL/readyz" "")" = 200 ]; }
+pf_ok "/readyz 200 again after PostgreSQL restarted" pf_wait_for 30 ready
+pf_eq "POST works again" 202 "$(post_payment "$KEY" "$P-up" '{"amount": 5}')"
+
+# ---- start-up: invalid settings stop it with one line
+for bad in PAYFLOW_API_POOL_SIZE=0 PAYFLOW_API_MAX_BODY=abc PAYFLOW_LISTEN=nowhere; do
+	out=$(env "$bad" workers/bin/payflow-api 2>&1 >/dev/null) && rc=0 || rc=$?
+	pf_eq "invalid $bad: exit 2 with one line naming it" "2 1 yes" \
+		"$rc $(printf '%s\n' "$out" | wc -l) $(grep -q "invalid ${bad%%=*}" <<<"$out" && echo yes)"
+done
+
+# ---- logs: JSON lines, never the key or the details
+api_stop "$MAIN_PID"
+pf_eq "SIGTERM: the main instance exits 0" 0 "$api_status"
+pf_ok "logs are JSON lines" node -e '
+	const lines = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n");
+	for (const l of lines) JSON.parse(l);' "$API_DIR/api-main.log"
+pf_ok "the logs never hold an API key" sh -c "! grep -h -e '$KEY' -e 'pfk_' $API_DIR/api-*.log"
+pf_ok "the logs never hold details" sh -c "! grep -h -e 'card-4111' -e 'nnnnnnnn' $API_DIR/api-*.log"
+pf_done

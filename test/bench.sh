@@ -94,7 +94,7 @@ echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "
 # The edge processes' benchmarks, each with its own cluster and emulator:
 # this one is no longer needed and would only take memory and CPU from them.
 pf_cluster_destroy
-for part in relay worker pipeline; do
+for part in relay worker pipeline api; do
 	echo
 	echo "== test/bench/$part.sh"
 	test/bench/$part.sh || echo "bench $part: FAILED (see above)"

@@ -1,0 +1,1 @@
+SELECT s.id, o.status FROM (SELECT payflow.submit(gen_random_uuid()::text, '{"amount": 1250, "currency": "EUR", "customer": "C-1", "reference": "invoice 2026-0001"}') AS id FROM payflow.authenticate(:key) OFFSET 0) s LEFT JOIN payflow.operations o ON o.id = s.id;

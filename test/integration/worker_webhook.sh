@@ -322,6 +322,7 @@ pf_eq "replay: an unknown failure id is no_data_found" P0002 \
 # ---- phase 2: kill -9 with deliveries in flight ----
 # phase 1's worker leaves; the victim waits up to 20 s for an answer, which
 # takes 10 s: deliveries stay in flight until the kill
+# shellcheck disable=SC2154  # set by start_worker through printf -v
 kill -TERM "$PID_w1"
 wait "$PID_w1" 2>/dev/null || true
 recv POST /_faults '{"path": "/k", "mode": "slow", "seconds": 10, "count": null}' >/dev/null
@@ -334,7 +335,7 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 in_flight_k() { [ "$(deliveries /k | js 'd.requests.filter(r => r.answer === "pending").length')" -ge 2 ]; }
 pf_ok "kill -9: deliveries in flight at the receiver" pf_wait_for 30 in_flight_k
-# shellcheck disable=SC2154  # set by start_worker through printf -v
+# shellcheck disable=SC2154
 kill -9 "$PID_victim"
 wait "$PID_victim" 2>/dev/null || true
 # the receiver accepts those late, as a real one would, but the dead worker

@@ -119,6 +119,21 @@ pf_eq "every stream got its operation's whole history" "$((N_OPS * PER_OP))" "$(
 pf_eq "cancelled ones end with CANCELLED" "$((N_OPS / 2 * PER_OP))" "$(grep -c ' CANCELLED$' "$API_DIR/many.out" || true)"
 pf_eq "completed ones end with COMPLETED" "$((N_OPS / 2 * PER_OP))" "$(grep -c ' COMPLETED$' "$API_DIR/many.out" || true)"
 
+# ---- PostgreSQL restarts under an open stream: the hub reconnects, LISTENs
+# again, and the stream goes on (the poll is still 10 minutes away)
+op_restart=$(submit "$P-restart")
+curl -sN -m 120 -H "Authorization: Bearer $KEY" "$API_URL/operations/$op_restart/events" >"$API_DIR/restart.sse" &
+restart_stream=$!
+pf_ok "a stream follows an operation" pf_wait_for 15 stream_has "$API_DIR/restart.sse" PENDING
+pf_cluster_stop
+pf_cluster_start
+for step in $STEPS; do claim "$op_restart" "$step"; complete "$op_restart" "$step"; done
+pf_ok "after the restart its changes still arrive, to COMPLETED" pf_wait_for 30 stream_has "$API_DIR/restart.sse" COMPLETED
+rc=0
+wait "$restart_stream" || rc=$?
+pf_eq "... and the stream ends by itself" 0 "$rc"
+pf_eq "... with every change once, in order" "$(history_of "$op_restart")" "$(statuses_in "$API_DIR/restart.sse")"
+
 # ---- SIGTERM ends open streams and exits 0
 op_open=$(submit "$P-open")
 for i in 1 2 3; do

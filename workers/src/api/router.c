@@ -259,8 +259,8 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 		*upload_data_size = 0;
 		req->received += n;
-		if (req->route != ROUTE_PAYMENTS)
-			return MHD_YES;		/* bodies of GETs are ignored */
+		if (req->route != ROUTE_PAYMENTS)	/* other bodies are ignored, within reason */
+			return req->received > (size_t) ctx->cfg.api_max_body ? MHD_NO : MHD_YES;
 		if (req->received > (size_t) ctx->cfg.api_max_body)
 		{
 			/* chunked and over the limit: drop it, answer 413 at the end */

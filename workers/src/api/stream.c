@@ -40,6 +40,7 @@
 #define LISTEN_CHANNEL "payflow_status"
 #define READ_BLOCK 4096
 #define KEEPALIVE_MAX_MS 15000
+#define RECONNECT_MS 1000
 
 /* in the select list, never in WHERE: a qual that does not name the FROM
  * item may be run before it, as a one-time filter, without the tenant */
@@ -348,12 +349,17 @@ end_streams_of_key(api_hub *hub, const char *api_key, const char *code, const ch
 		}
 }
 
-/* One payflow.changes() per key for every stream still open. */
-static void
+/*
+ * One payflow.changes() per key for every stream still open. False when
+ * the database could not be asked (the streams wait; the caller retries
+ * soon rather than at the next poll).
+ */
+static bool
 refresh(api_hub *hub)
 {
 	key_group  *groups;
 	resume_list resumes = {0, 0, NULL};
+	bool		reached = true;
 
 	pthread_mutex_lock(&hub->lock);
 	groups = collect_groups(hub);
@@ -381,12 +387,18 @@ refresh(api_hub *hub)
 			end_streams_of_key(hub, g->api_key, "internal", "internal error", &resumes);
 		}
 		else
+		{
 			pf_log_warn(NULL, "events: database unavailable, streams wait: %s %s", err.code, err.message);
+			reached = false;
+		}
 		pthread_mutex_unlock(&hub->lock);
 		PQclear(res);
+		if (!reached)
+			break;				/* the next keys would wait as long */
 	}
 	free_groups(groups);
 	resume_all(&resumes);
+	return reached;
 }
 
 /* A comment line now and then: proxies keep the connection, dead clients show. */
@@ -427,6 +439,14 @@ reap(api_hub *hub)
 	pthread_mutex_unlock(&hub->lock);
 }
 
+/*
+ * The hub's loop: wait for a wake-up (new or finished stream), a
+ * notification, or the next poll; then ask the database for what changed.
+ * A lost connection is reopened (and LISTEN re-issued, pg.c) by the next
+ * query, tried every RECONNECT_MS while streams are open, so no NOTIFY is
+ * missed for long and nothing at all is missed: changes() starts from each
+ * stream's last id.
+ */
 static void *
 hub_main(void *arg)
 {
@@ -444,14 +464,13 @@ hub_main(void *arg)
 		struct pollfd fds[2];
 		int			nfds = 0;
 		int64_t		now = pf_now_ms();
-		int			timeout = (int) ((next_poll < next_keepalive ? next_poll : next_keepalive) - now);
+		int64_t		wake_at = next_poll < next_keepalive ? next_poll : next_keepalive;
 		bool		due = false;
 		bool		stopping;
 		int			count = 0;
 
 		pthread_mutex_lock(&hub->lock);
 		stopping = hub->stopping;
-		due = hub->n_streams > 0;
 		pthread_mutex_unlock(&hub->lock);
 		if (stopping)
 			break;
@@ -463,7 +482,9 @@ hub_main(void *arg)
 			fds[nfds].fd = pf_pg_socket(hub->pg);
 			fds[nfds++].events = POLLIN;
 		}
-		if (poll(fds, (nfds_t) nfds, timeout < 0 ? 0 : timeout) < 0 && errno != EINTR)
+		else if (now + RECONNECT_MS < wake_at)
+			wake_at = now + RECONNECT_MS;	/* disconnected: retry soon */
+		if (poll(fds, (nfds_t) nfds, wake_at > now ? (int) (wake_at - now) : 0) < 0 && errno != EINTR)
 			pf_log_warn(NULL, "events: poll failed: %s", strerror(errno));
 		if (fds[0].revents & POLLIN)
 		{
@@ -473,8 +494,6 @@ hub_main(void *arg)
 			(void) r;
 			due = true;			/* a new stream, or one released */
 		}
-		else
-			due = false;
 		if (nfds > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP)))
 		{
 			if (pf_pg_take_notifications(hub->pg, &count, &err) != PF_OK)
@@ -488,9 +507,11 @@ hub_main(void *arg)
 			due = true;
 			next_poll = now + ctx->cfg.poll_interval_ms;
 		}
+		if (pf_pg_socket(hub->pg) < 0)
+			due = true;
 		reap(hub);
-		if (due && hub->n_streams > 0)
-			refresh(hub);
+		if (due && hub->n_streams > 0 && !refresh(hub) && next_poll > now + RECONNECT_MS)
+			next_poll = now + RECONNECT_MS;
 		if (now >= next_keepalive)
 		{
 			keepalive(hub);

@@ -302,6 +302,8 @@ pf_eq "always failing: the row holds the event, the URL, 3 attempts, http_500" \
 	"$e_event|$RECV/e|3|http_500|$run-e" \
 	"$(failure_of "$e1" "event_id || '|' || url || '|' || attempts || '|' || (error->>'code') || '|' || tenant")"
 pf_eq "always failing: the body kept is the event" "$e_event" "$(failure_of "$e1" "body->>'eventId'")"
+pf_eq "always failing: the receiver's answer is kept in the row (not in the logs)" "t|0" \
+	"$(failure_of "$e1" "error->>'answer' LIKE '%injected 500%'")|$(cat "$work"/w*.log | grep -c 'injected 500' || true)"
 sleep 6	# longer than the longest back-off and the visibility timeout: a 4th attempt would show
 pf_eq "always failing: no 4th attempt (the message was deleted)" 3 "$(requests_of "$e1")"
 pf_eq "always failing: logged as not delivered, with the failure's id" 1 \

@@ -282,24 +282,25 @@ log_delivery(pf_log_level level, step_run *run, const webhook_target *t, json_t 
 	pf_log_write(level, &run->ids, fields, "%s", text);
 }
 
-/* The failure of one attempt, as the failure record keeps it. */
+/*
+ * The failure of one attempt, as the failure record keeps it: with the
+ * start of the receiver's answer, which logs leave out (a receiver may echo
+ * the body).
+ */
 static json_t *
 attempt_error(const pf_http_response *resp, pf_result r, const pf_error *err)
 {
+	char		code[16];
+	char		message[64];
 	json_t	   *e;
 
 	if (r != PF_OK)
 		return json_pack("{s:s,s:s}", "code", err->code,
 						 "message", resp->curl_error[0] ? resp->curl_error : resp->interrupted ? "interrupted" :
 						 "no answer");
-	{
-		char		code[16];
-		char		message[64];
-
-		snprintf(code, sizeof(code), "http_%ld", resp->status);
-		snprintf(message, sizeof(message), "the receiver answered HTTP %ld", resp->status);
-		e = json_pack("{s:s,s:s,s:I}", "code", code, "message", message, "httpStatus", (json_int_t) resp->status);
-	}
+	snprintf(code, sizeof(code), "http_%ld", resp->status);
+	snprintf(message, sizeof(message), "the receiver answered HTTP %ld", resp->status);
+	e = json_pack("{s:s,s:s,s:I}", "code", code, "message", message, "httpStatus", (json_int_t) resp->status);
 	if (resp->retry_after[0])
 		json_object_set_new(e, "retryAfter", json_string(resp->retry_after));
 	if (resp->body.len > 0)
@@ -312,6 +313,16 @@ attempt_error(const pf_http_response *resp, pf_result r, const pf_error *err)
 		free(answer);
 	}
 	return e;
+}
+
+/* The error for a log line: without the receiver's answer. */
+static json_t *
+loggable_error(json_t *error)
+{
+	json_t	   *copy = json_copy(error);
+
+	json_object_del(copy, "answer");
+	return copy;
 }
 
 /* Seconds until the next attempt after failed attempt number attempt (1, 2, …). */
@@ -373,11 +384,11 @@ dead_letter(step_run *run, const webhook_target *t, json_t *error)
 	if (record_failure(run, error, &failure_id, &err) != PF_OK)
 	{
 		/* it comes back after its visibility timeout and is recorded then */
-		log_delivery(PF_LOG_ERROR, run, t, json_pack("{s:s,s:O}", "code", err.code, "error", error),
+		log_delivery(PF_LOG_ERROR, run, t, json_pack("{s:s,s:o}", "code", err.code, "error", loggable_error(error)),
 					 "cannot record the failed delivery, message left: %s", err.message);
 		return OUTCOME_LEAVE;
 	}
-	log_delivery(PF_LOG_WARN, run, t, json_pack("{s:I,s:O}", "failureId", failure_id, "error", error),
+	log_delivery(PF_LOG_WARN, run, t, json_pack("{s:I,s:o}", "failureId", failure_id, "error", loggable_error(error)),
 				 "webhook not delivered: recorded in payflow.webhook_failures (replay with "
 				 "payflow.replay_webhook), message deleted");
 	return OUTCOME_DELETE;

@@ -24,7 +24,7 @@ soak_collect_runner_files() {
 }
 
 soak_collect() {
-	soak_copy_file sizes "at timestamptz, relname text, total bigint, idx bigint, live bigint" "$SOAK_DIR/sizes.tsv" \
+	soak_copy_file sizes "at timestamptz, relname text, total bigint, idx bigint, live bigint, dead bigint" "$SOAK_DIR/sizes.tsv" \
 		"SELECT * FROM f"
 
 	pf_psql -d legacy -Atq -c "\\copy (SELECT charge_id, idempotency_key, payment_id FROM charges

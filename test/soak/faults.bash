@@ -21,6 +21,13 @@ soak_invoice_fault() {
 		"http://127.0.0.1:$SOAK_INVOICE_PORT/_faults" >/dev/null 2>>"$SOAK_DIR/faults.log"
 }
 
+soak_pause_workers() {
+	local name
+	for name in payment postprocess invoice; do
+		[ "${SOAK_DOWN_UNTIL[$name]}" != 0 ] || kill "-$1" "${SOAK_PID[$name]}" 2>/dev/null || true
+	done
+}
+
 soak_bool() { [ "$1" = 1 ] && echo true || echo false; }
 
 soak_inject() {
@@ -41,8 +48,14 @@ soak_inject() {
 			pf_cluster_start >>"$SOAK_DIR/faults.log" 2>&1 || { echo "soak: PostgreSQL did not come back"; ok=f; }
 			soak_now_ms ;;
 		emulator-restart)
-			# in memory: every queued message is gone, the queues come back empty
+			# In memory: every queued message is gone, the queues come back
+			# empty.  The workers are paused (SIGSTOP, well within their
+			# leases) for a few seconds first, so that messages are waiting
+			# in every queue when they are lost.
+			soak_pause_workers STOP
+			sleep 4
 			test/emulator/stop.sh >/dev/null 2>>"$SOAK_DIR/faults.log" || ok=f
+			soak_pause_workers CONT
 			sleep "$(awk -v ms="$a" 'BEGIN { printf "%.3f", ms / 1000 }')"
 			soak_emulator_up || { echo "soak: the emulator did not come back"; ok=f; }
 			soak_now_ms ;;

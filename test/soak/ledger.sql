@@ -96,4 +96,5 @@ CREATE TABLE soak.duplicates (event_id text, operation_id text, queue text, sent
 CREATE TABLE soak.charges (charge_id text, idempotency_key text, payment_id text);
 CREATE TABLE soak.invoices (invoice_id text, idempotency_key text, operation_id text);
 CREATE TABLE soak.dlq (queue text, body text);
-CREATE TABLE soak.sizes (at timestamptz, relname text, total_bytes bigint, index_bytes bigint, live_rows bigint);
+CREATE TABLE soak.sizes (at timestamptz, relname text, total_bytes bigint, index_bytes bigint, live_rows bigint,
+						 dead_rows bigint);

@@ -92,13 +92,19 @@ SELECT x.relname AS "table", x.label, x.kb
 		 WHERE s.relname IN ('operations', 'steps', 'outbox', 'payloads', 'operation_history', 'outbox_published',
 							 'dead_letters', 'consumed_events', 'job_run_details')
 		UNION ALL
-		SELECT ' indexes of all', m.k, m.label, (sum(s.index_bytes) / 1024)::text
-		  FROM moments m JOIN soak.sizes s ON s.at = m.at GROUP BY m.k, m.label
+		SELECT ' indexes of all', m.k, m.label, (sum(s.index_bytes) / 1024)::bigint::text
+		  FROM moments m JOIN soak.sizes s ON s.at = m.at AND s.relname NOT LIKE '~%' GROUP BY m.k, m.label
 		UNION ALL
 		SELECT '(operations submitted)', m.k, m.label, (SELECT count(*) FROM soak.submitted u WHERE u.submitted_at <= m.at)::text
 		  FROM moments m
 		UNION ALL
 		SELECT '(rows in operations)', m.k, m.label, s.live_rows::text
-		  FROM moments m JOIN soak.sizes s ON s.at = m.at AND s.relname = 'operations') x
+		  FROM moments m JOIN soak.sizes s ON s.at = m.at AND s.relname = 'operations'
+		UNION ALL
+		SELECT '(dead rows, all tables)', m.k, m.label, sum(s.dead_rows)::text
+		  FROM moments m JOIN soak.sizes s ON s.at = m.at GROUP BY m.k, m.label
+		UNION ALL
+		SELECT '(oldest transaction, s)', m.k, m.label, s.total_bytes::text
+		  FROM moments m JOIN soak.sizes s ON s.at = m.at AND s.relname = '~oldest transaction') x
  ORDER BY x.relname, x.k
 \crosstabview "table" label kb

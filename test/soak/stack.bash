@@ -86,7 +86,7 @@ soak_stack_up() {
 		soak_start "$name"
 	done
 	for name in payment postprocess invoice; do
-		pf_wait_for 15 grep -q '"payflow-worker started"' "$SOAK_DIR/$name.log" ||
+		pf_wait_for 15 grep -qs '"payflow-worker started"' "$SOAK_DIR/$name.log" ||
 			echo "soak: the $name worker did not say it started"
 	done
 }

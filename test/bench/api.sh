@@ -11,7 +11,8 @@
 #                         stays at CLIENTS connections: the rest queue)
 #
 # requests/s, p50 and p99 latency (ms), medians of ROUNDS rounds of
-# SECONDS_PER_RUN s, interleaved; the outbox is truncated between rounds.
+# SECONDS_PER_RUN s, interleaved (each round starts with another kind); the
+# outbox is truncated and the tables vacuumed between rounds.
 # Prints figures; fails only if a request failed.
 #
 #   ROUNDS=3 SECONDS_PER_RUN=10 CLIENTS=4
@@ -87,12 +88,22 @@ record() {
 	rps[$k]+="$r "; p50[$k]+="$a "; p99[$k]+="$b "
 	failures=$((failures + ${f:-0}))
 }
+run_kind() {
+	case $1 in
+		pg_submit) run_pgbench submit.sql postgres ;;
+		pg_api) run_pgbench api_submit.sql pf_api -M extended -D key="$key" ;;
+		wrk_c) run_wrk "$CLIENTS" "$2" ;;
+		wrk_8c) run_wrk $((8 * CLIENTS)) "$2" ;;
+	esac
+}
+order=($kinds)
 for round in $(seq 1 "$ROUNDS"); do
-	record pg_submit "$(run_pgbench submit.sql postgres)"
-	record pg_api "$(run_pgbench api_submit.sql pf_api -M extended -D key="$key")"
-	record wrk_c "$(run_wrk "$CLIENTS" "$round")"
-	record wrk_8c "$(run_wrk $((8 * CLIENTS)) "$round")"
-	q -c "TRUNCATE payflow.outbox" >/dev/null
+	# the tables grow during a round: each round starts with another kind
+	for i in 0 1 2 3; do
+		k=${order[$(((i + round - 1) % 4))]}
+		record "$k" "$(run_kind "$k" "$round")"
+	done
+	q -c "TRUNCATE payflow.outbox" -c "VACUUM ANALYZE" >/dev/null
 done
 
 med() { echo $1 | tr ' ' '\n' | median; }

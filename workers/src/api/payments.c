@@ -95,7 +95,11 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "malformed_json", "the request body is empty");
 		return false;
 	}
-	pb->doc = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
+	/*
+	 * Parsed to validate only: the details travel as their source text, so
+	 * integers beyond 64 bits (valid JSON) must not fail as jansson ints.
+	 */
+	pb->doc = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
 	if (pb->doc == NULL)
 	{
 		/* jerr.text may quote the body: only the position is shown */

@@ -116,23 +116,21 @@ refused() {
 	fi
 }
 
-# starts PROGRAM: the base environment is accepted (still running after 1.5 s)
-starts() {
-	local program=$1 pid
-	local -a envs
-	mapfile -t envs < <(env_for "$program")
-	# shellcheck disable=SC2046
-	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" $(command_of "$program") >"$DIR/$program.run" 2>&1 &
-	pid=$!
-	PIDS+=("$pid")
-	sleep 1.5
-	pf_ok "positive control: $program starts with the base settings (and waits for its servers)" kill -0 "$pid"
-	kill -9 "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
-
+# positive control: each program with its base environment is still
+# running after 1.5 s (all started together)
+declare -A CONTROL_PID
 for p in "${PROGRAMS[@]}"; do
-	starts "$p"
+	mapfile -t envs < <(env_for "$p")
+	# shellcheck disable=SC2046
+	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" $(command_of "$p") >"$DIR/$p.run" 2>&1 &
+	CONTROL_PID[$p]=$!
+	PIDS+=($!)
+done
+sleep 1.5
+for p in "${PROGRAMS[@]}"; do
+	pf_ok "positive control: $p starts with the base settings (and waits for its servers)" kill -0 "${CONTROL_PID[$p]}"
+	kill -9 "${CONTROL_PID[$p]}" 2>/dev/null || true
+	wait "${CONTROL_PID[$p]}" 2>/dev/null || true
 done
 
 # --- every program: the database, the log level, the store, AWS endpoints and credentials

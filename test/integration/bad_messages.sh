@@ -225,7 +225,10 @@ pf_eq "each bad message: one dead letter (its queue, its problem, receive 3, its
 	0 "$wrong"
 pf_eq "the purged copies left no dead letter" 0 \
 	"$(q -c "SELECT count(*) FROM payflow.dead_letters WHERE operation_id = '$DONE_OP' OR message_body LIKE '%$DONE_OP%'")"
-DLQ_BODIES=$(for qn in "${QUEUES[@]}"; do node test/emulator/sqs-read.mjs "$(dlq_url "$qn")" --idle 2 --visibility 30; done |
+DLQ_BODIES=$(for qn in "${QUEUES[@]}"; do
+		node test/emulator/sqs-read.mjs "$(dlq_url "$qn")" --max "$(printf '%s\n' "${CASE_QUEUE[@]}" | grep -cx "$qn")" \
+			--idle 5 --visibility 30
+	done |
 	node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>{const c=require("crypto");
 		for(const l of s.split("\n").filter(Boolean))console.log(c.createHash("md5").update(JSON.parse(l).body).digest("hex"))})' | sort)
 pf_eq "the DLQ bodies are the bad messages as sent" \

@@ -62,6 +62,8 @@ SELECT :'inj' AS inj, :'inj2' AS inj2;
 SELECT payflow.submit('bad-input-1', '{"amount": 1}') AS op \gset
 \set unknown 'pay_00000000000000000000000000'
 SELECT pf_row_counts() AS before \gset
+SELECT count(*) AS tables_before FROM pg_class
+ WHERE relnamespace = 'payflow'::regnamespace AND relkind = 'r' \gset
 
 ---------------------------------------------------------------------------
 -- Operation ids: the same rules at every function that takes one
@@ -586,7 +588,7 @@ SELECT count(*) AS other_tenants_changes FROM payflow.changes(ARRAY[:'op']);
 SELECT payflow.submit('bad-input-1', '{"amount": 1}') <> :'op' AS new_operation_in_tenant;
 
 -- the schema is whole after all of it
-SELECT count(*) AS payflow_tables FROM pg_class
+SELECT count(*) = :tables_before AS every_table_still_there FROM pg_class
  WHERE relnamespace = 'payflow'::regnamespace AND relkind = 'r';
 
 ROLLBACK;

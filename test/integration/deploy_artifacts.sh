@@ -1,0 +1,183 @@
+#!/bin/bash
+# deploy/ checked against the code it deploys, without AWS: every JSON and
+# YAML file parses; the CloudFormation templates reference only what they
+# declare; the queues are the destinations the extension emits; each task
+# definition gives the settings its program requires (config.c's table),
+# names no setting the C code does not read, keeps secrets in `secrets`,
+# and stops no sooner than its drain; IAM is per process and per queue
+# (deploy/check/check.mjs). Then the checker is shown to fail on broken
+# copies, the task definitions render, and — when a test cluster is up —
+# install.sql and the metrics publisher's SQL run against the extension.
+#
+# The npm package yaml (pinned by deploy/check/package-lock.json) is
+# installed once into a cache outside the tree, like test/emulator's.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+source test/lib/assert.sh
+
+cache=${PAYFLOW_CACHE_DIR:-$REPO/.cache}/deploy-check
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# ---- the checker's one dependency
+install_yaml() {
+	mkdir -p "$cache"
+	exec 9>"$cache/.install.lock"
+	flock 9
+	local want have
+	want=$(sha256sum deploy/check/package-lock.json | cut -d' ' -f1)
+	have=$(cat "$cache/.installed-lock.sha256" 2>/dev/null || true)
+	if [ "$want" != "$have" ] || [ ! -f "$cache/node_modules/yaml/package.json" ]; then
+		rm -f "$cache/.installed-lock.sha256"
+		cp deploy/check/package.json deploy/check/package-lock.json "$cache/"
+		npm ci --prefix "$cache" --ignore-scripts --no-audit --no-fund --loglevel=error >&2
+		printf '%s\n' "$want" >"$cache/.installed-lock.sha256"
+	fi
+	exec 9>&-
+}
+install_yaml
+export PAYFLOW_DEPLOY_CHECK_MODULES=$cache/node_modules
+
+# ---- the real tree passes
+if node deploy/check/check.mjs "$REPO" >"$work/check.out" 2>&1; then
+	echo "ok - deploy/check/check.mjs passes on the tree ($(grep -c '^ok' "$work/check.out") checks)"
+else
+	grep -v '^ok' "$work/check.out" | sed 's/^/    /'
+	echo "not ok - deploy/check/check.mjs passes on the tree"
+	PF_FAILURES=$((PF_FAILURES + 1))
+fi
+
+# ---- and fails on broken copies, each naming what broke
+# A copy of just what the checker reads.
+copy_tree() {
+	rm -rf "$work/tree"
+	mkdir -p "$work/tree/workers/src" "$work/tree/workers/include" "$work/tree/extension/sql"
+	cp -r deploy "$work/tree/"
+	cp -r workers/src/. "$work/tree/workers/src/"
+	cp -r workers/include/. "$work/tree/workers/include/"
+	cp extension/sql/payflow.sql "$work/tree/extension/sql/"
+}
+# broken NAME EXPECTED-FAILURE-PATTERN EDIT-COMMAND...: the edit, made in the
+# copy, must make the checker fail with a "not ok" line matching the pattern.
+broken() {
+	local name=$1 pattern=$2
+	shift 2
+	copy_tree
+	(cd "$work/tree" && "$@")
+	if node deploy/check/check.mjs "$work/tree" >"$work/broken.out" 2>&1; then
+		echo "not ok - broken copy ($name): the checker passed"
+		PF_FAILURES=$((PF_FAILURES + 1))
+	elif grep '^not ok' "$work/broken.out" >"$work/not-ok.out" && grep -- "$pattern" "$work/not-ok.out" >"$work/match.out"; then
+		echo "ok - broken copy ($name) fails: $(head -c 150 "$work/match.out" | head -n 1)"
+	else
+		sed 's/^/    /' "$work/not-ok.out"
+		echo "not ok - broken copy ($name): failed, but not on '$pattern'"
+		PF_FAILURES=$((PF_FAILURES + 1))
+	fi
+}
+jedit() {	# jedit FILE JS-EXPRESSION-ON-t: edit a JSON file in place
+	node -e 'const fs=require("fs");const f=process.argv[1];const t=JSON.parse(fs.readFileSync(f,"utf8"));(new Function("t",process.argv[2]))(t);fs.writeFileSync(f,JSON.stringify(t,null,2))' "$1" "$2"
+}
+c0='t.containerDefinitions[0]'
+
+broken "database URL moved to environment" "no secret-looking variable in environment" \
+	jedit deploy/ecs/payflow-relay.json "$c0.secrets=[];$c0.environment.push({name:'PAYFLOW_DATABASE_URL',value:'postgres://u:p@db/x'})"
+broken "password inside a value" "no credentials inside an environment value" \
+	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment.push({name:'PAYFLOW_INVOICE_URL',value:'https://u:hunter2@invoices.example/'})"
+broken "a setting the code does not read" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
+	jedit deploy/ecs/payflow-worker-payment.json "$c0.environment.push({name:'PAYFLOW_LEGACY_TIMEOUT_SECONDS',value:'60'})"
+broken "required setting missing" "every setting worker --role invoice requires is given" \
+	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment=$c0.environment.filter(e=>e.name!=='PAYFLOW_INVOICE_URL')"
+broken "ODBC string missing" "every setting worker --role payment requires is given" \
+	jedit deploy/ecs/payflow-worker-payment.json "$c0.secrets=$c0.secrets.filter(e=>e.name!=='PAYFLOW_LEGACY_ODBC')"
+broken "stopTimeout below the drain" "stopTimeout 60 >= PAYFLOW_DRAIN_SECONDS 100" \
+	jedit deploy/ecs/payflow-worker-payment.json "$c0.stopTimeout=60"
+broken "drain raised past what ECS allows" "stopTimeout within Fargate's 120 s" \
+	jedit deploy/ecs/payflow-worker-payment.json "$c0.stopTimeout=300"
+broken "worker on another role's queue" "PAYFLOW_QUEUE_URL is the invoice-requests queue's URL output" \
+	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment.find(e=>e.name==='PAYFLOW_QUEUE_URL').value='\${PaymentRequestsQueueUrl}'"
+broken "concurrency out of range" "values fit config.c's types and ranges" \
+	jedit deploy/ecs/payflow-worker-webhook.json "$c0.environment.push({name:'PAYFLOW_CONCURRENCY',value:'0'})"
+broken "api listening on loopback" "PAYFLOW_LISTEN reachable from outside the container" \
+	jedit deploy/ecs/payflow-api.json "$c0.environment.find(e=>e.name==='PAYFLOW_LISTEN').value='127.0.0.1:8080'"
+broken "webhook attempts beyond the DLQ threshold" "PAYFLOW_WEBHOOK_MAX_ATTEMPTS 20 <= the queues' MaxReceiveCount" \
+	jedit deploy/ecs/payflow-worker-webhook.json "$c0.environment.find(e=>e.name==='PAYFLOW_WEBHOOK_MAX_ATTEMPTS').value='20'"
+broken "malformed JSON" "payflow-relay.json parses as JSON" \
+	sed -i 's/"family"/family/' deploy/ecs/payflow-relay.json
+broken "short-form !Ref in a template" "queues.yaml parses as plain YAML" \
+	sed -i '0,/Ref: MaxReceiveCount/s//!Ref MaxReceiveCount/' deploy/aws/queues.yaml
+broken "queue renamed away from its destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
+	sed -i 's/invoice-requests=\${InvoiceRequestsQueue}/invoices=${InvoiceRequestsQueue}/' deploy/aws/queues.yaml
+broken "the extension emits a new destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
+	sed -i "0,/'OperationFailed', 'operation-events'/s//'OperationFailed', 'operation-failures'/" extension/sql/payflow.sql
+broken "DLQ without SSE" "invoice-requests: SSE" \
+	sed -i '/InvoiceRequestsDeadLetterQueue:/,/RedriveAllowPolicy/s/SqsManagedSseEnabled: true/SqsManagedSseEnabled: false/' deploy/aws/queues.yaml
+broken "a typo in a Fn::GetAtt" "every Ref, Fn::GetAtt" \
+	sed -i 's/Fn::GetAtt: \[PaymentRequestsDeadLetterQueue, Arn\]/Fn::GetAtt: [PaymentRequestDeadLetterQueue, Arn]/' deploy/aws/queues.yaml
+broken "worker role widened to every queue" "payment worker consumes payment-requests only" \
+	sed -i '/PaymentWorkerTaskRole:/,/ReadRequests/s/PaymentRequestsQueueArn/*/' deploy/aws/iam.yaml
+broken "the config table drops a setting" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
+	sed -i '/{"PAYFLOW_RELAY_IN_FLIGHT"/d' workers/src/lib/config.c
+
+# ---- the task definitions render (deploy/ecs/render.sh) into valid JSON with nothing left over
+export AccountId=123456789012 Region=eu-west-1 Environment=prod ImageTag=1.0.0
+export PayflowQueueUrls="payment-requests=https://sqs.eu-west-1.amazonaws.com/123456789012/payflow-prod-payment-requests"
+for o in PaymentRequests PaymentCompleted InvoiceRequests OperationEvents; do
+	export ${o}QueueUrl="https://sqs.eu-west-1.amazonaws.com/123456789012/payflow-prod-$o"
+done
+export PayloadBucketName=payflow-prod-payloads-123456789012-eu-west-1 InvoiceUrl=https://invoices.example/v1/invoices
+export LegacySubmit="{CALL pay.submit(:idempotency_key, :details.amount, \"x\\y\")}" LegacyStatus="{CALL pay.status(:legacy_ref)}" LegacyLookup=
+for s in DatabaseUrlEdge DatabaseUrlApi DatabaseUrlMonitor LegacyOdbc; do
+	export ${s}SecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:payflow/prod/$s-AbCdEf"
+done
+rendered_ok=1
+for f in deploy/ecs/*.json; do
+	if ! deploy/ecs/render.sh "$f" >"$work/rendered.json" 2>"$work/render.err" ||
+		grep -q '\${' "$work/rendered.json" ||
+		! node -e 'JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"))' "$work/rendered.json"; then
+		echo "    $f: $(cat "$work/render.err")"
+		rendered_ok=0
+	fi
+done
+pf_ok "every task definition renders to JSON without placeholders" test $rendered_ok = 1
+pf_eq "a statement with quotes and a backslash survives rendering" "$LegacySubmit" \
+	"$(deploy/ecs/render.sh deploy/ecs/payflow-worker-payment.json |
+		node -e 'const t=JSON.parse(require("fs").readFileSync(0,"utf8"));console.log(t.containerDefinitions[0].environment.find(e=>e.name==="PAYFLOW_LEGACY_SUBMIT").value)')"
+unset InvoiceUrl
+if deploy/ecs/render.sh deploy/ecs/payflow-worker-invoice.json >/dev/null 2>"$work/render.err"; then
+	pf_ok "rendering refuses a placeholder without a value" false
+else
+	pf_ok "rendering refuses a placeholder without a value, naming it" grep -q 'InvoiceUrl' "$work/render.err"
+fi
+
+# ---- against the extension, when a test cluster is up (make check starts one)
+if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
+	[ "$(psql -XAtqc "SELECT count(*) FROM pg_extension WHERE extname IN ('payflow', 'pg_cron')")" = 2 ]; then
+	# One transaction, rolled back: the roles and the cron job do not outlive the test.
+	sql=$(node -e 'const t=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"));console.log(t.containerDefinitions[0].environment.find(e=>e.name==="METRICS_SQL").value.replaceAll("${Environment}","prod"))' deploy/ecs/payflow-metrics.json)
+	out=$(psql -XAtq -v ON_ERROR_STOP=1 <<-EOF 2>&1
+		SET client_min_messages = warning;
+		BEGIN;
+		\i deploy/sql/install.sql
+		SET ROLE payflow_monitor;
+		$sql;
+		ROLLBACK;
+	EOF
+	) && rc=0 || rc=$?
+	emf=$(printf '%s\n' "$out" | grep '"_aws"' || true)
+	pf_eq "install.sql and the metrics query run as payflow_monitor" 0 "$rc"
+	pf_ok "the metrics line is CloudWatch EMF with the alarmed metrics as numbers" node -e '
+		const l = JSON.parse(process.argv[1]);
+		const m = l._aws.CloudWatchMetrics[0];
+		const names = m.Metrics.map((x) => x.Name);
+		const want = ["OutboxOldestAgeSeconds", "DeadLettersOpen", "FailureRateLastHour"];
+		process.exit(m.Namespace === "Payflow" && l.Environment === "prod" && Number.isInteger(l._aws.Timestamp) &&
+			want.every((n) => names.includes(n)) && names.every((n) => typeof l[n] === "number") ? 0 : 1);' "$emf"
+	pf_ok "payflow_monitor may not call anything else (payflow.purge is refused)" bash -c \
+		"psql -XAtq -v ON_ERROR_STOP=1 -c 'BEGIN' -f deploy/sql/install.sql -c 'SET ROLE payflow_monitor' -c 'SELECT payflow.purge(1)' 2>&1 | grep -q 'permission denied'"
+else
+	echo "ok - # skip install.sql and the metrics query: no test cluster with payflow and pg_cron"
+fi
+
+pf_done

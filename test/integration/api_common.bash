@@ -21,6 +21,8 @@ source test/lib/cluster.sh
 # shellcheck source=../lib/assert.sh
 source test/lib/assert.sh
 
+# another build (e.g. with sanitizers) can be tested in its place
+API_BIN=${PAYFLOW_API_BIN:-workers/bin/payflow-api}
 API_PIDS=()
 API_TENANTS=()
 
@@ -30,7 +32,7 @@ api_init() {
 	API_DIR=$(mktemp -d "/tmp/payflow-$1.XXXXXX")
 	API_RUN=$1-$(date +%s)-$$
 	trap api_cleanup EXIT
-	[ -x workers/bin/payflow-api ] || { echo "not ok - workers/bin/payflow-api is missing (make -C workers)"; exit 1; }
+	[ -x "$API_BIN" ] || { echo "not ok - $API_BIN is missing (make -C workers)"; exit 1; }
 	q -c "DO \$\$ BEGIN
 			IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pf_api') THEN
 				CREATE ROLE pf_api LOGIN IN ROLE payflow_app;
@@ -68,7 +70,7 @@ api_healthy() { curl -sf -o /dev/null "$1/healthz"; }
 api_start() {
 	local name=$1 port=$2
 	shift 2
-	env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" workers/bin/payflow-api 2>>"$API_DIR/api-$name.log" &
+	env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" "$API_BIN" 2>>"$API_DIR/api-$name.log" &
 	API_PID=$!
 	API_PIDS+=("$API_PID")
 	API_URL=http://127.0.0.1:$port

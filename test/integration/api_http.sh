@@ -202,7 +202,7 @@ pf_eq "POST works again" 202 "$(post_payment "$KEY" "$P-up" '{"amount": 5}')"
 
 # ---- start-up: invalid settings stop it with one line
 for bad in PAYFLOW_API_POOL_SIZE=0 PAYFLOW_API_MAX_BODY=abc PAYFLOW_LISTEN=nowhere; do
-	out=$(env "$bad" workers/bin/payflow-api 2>&1 >/dev/null) && rc=0 || rc=$?
+	out=$(env "$bad" "$API_BIN" 2>&1 >/dev/null) && rc=0 || rc=$?
 	pf_eq "invalid $bad: exit 2 with one line naming it" "2 1 yes" \
 		"$rc $(printf '%s\n' "$out" | wc -l) $(grep -q "invalid ${bad%%=*}" <<<"$out" && echo yes)"
 done

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,6 +107,25 @@ start_http(api_context *ctx)
 	return daemon;
 }
 
+/*
+ * Every event stream is a socket: the usual soft limit of 1024 descriptors
+ * would cap PAYFLOW_API_MAX_STREAMS long before memory does. Raise it up
+ * to the hard limit, and say so when even that is too low.
+ */
+static void
+raise_descriptor_limit(const pf_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t		wanted = (rlim_t) cfg->api_max_streams + (rlim_t) cfg->api_pool_size + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= wanted)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= wanted ? wanted : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < wanted)
+		pf_log_warn(NULL, "open files limited to %lu: fewer than PAYFLOW_API_MAX_STREAMS=%d streams fit",
+					(unsigned long) rl.rlim_cur, cfg->api_max_streams);
+}
+
 static int
 active_requests(api_context *ctx)
 {
@@ -158,6 +178,7 @@ main(int argc, char **argv)
 	ctx.stop = &stop_now;
 	ctx.s3_enabled = ctx.cfg.store == PF_STORE_S3;
 	pthread_mutex_init(&ctx.active_lock, NULL);
+	raise_descriptor_limit(&ctx.cfg);
 	api_metrics_init();
 	api_pool_init(&ctx.pool, &ctx.cfg, &stop_now);
 	ctx.hub = api_hub_start(&ctx);

@@ -83,3 +83,34 @@ SELECT * FROM pf_try($$SET payflow.tenant = 'tenant-a'$$);
 SELECT count(*) AS still_sql_tenant_only FROM payflow.operations WHERE tenant <> '';
 RESET ROLE;
 DROP ROLE regress_tenant_app;
+
+-- A rolled-back subtransaction restores the tenant it replaced.
+SELECT payflow.create_api_key('tenant-c', 'c') AS key_c \gset
+BEGIN;
+SELECT payflow.authenticate(:'key_a') AS tenant;
+SAVEPOINT s1;
+SELECT payflow.authenticate(:'key_c') AS tenant;
+ROLLBACK TO SAVEPOINT s1;
+SELECT payflow._current_tenant() AS after_rollback_to_savepoint;
+SAVEPOINT s2;
+SELECT payflow.authenticate(:'key_c') AS tenant;
+RELEASE SAVEPOINT s2;
+SELECT payflow._current_tenant() AS after_release;
+COMMIT;
+-- ... and a PL/pgSQL exception block is a subtransaction too
+BEGIN;
+SELECT set_config('regress.key_c', :'key_c', true) IS NOT NULL AS set;
+DO $$
+BEGIN
+	BEGIN
+		PERFORM payflow.authenticate(current_setting('regress.key_c'));
+		RAISE EXCEPTION 'boom' USING ERRCODE = 'division_by_zero';
+	EXCEPTION WHEN division_by_zero THEN
+		RAISE NOTICE 'tenant after the failed block: "%"', payflow._current_tenant();
+	END;
+END
+$$;
+COMMIT;
+-- a tenant name of 200 multi-byte characters authenticates
+SELECT payflow.create_api_key(repeat('é', 200), 'long') AS key_long \gset
+SELECT length(payflow.authenticate(:'key_long')) AS tenant_length;

@@ -27,9 +27,10 @@ SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 3, '{"status": 50
 SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 4, '{"status": 500}') = :f1 AS same_row;
 SELECT tenant, url, attempts, error, replayed_at IS NULL AS open FROM payflow.webhook_failures WHERE id = :f1;
 SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, 'not json', 1, NULL)$$, :'op_a'));
-SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{}', 0, NULL)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '[1, 2]', 1, NULL)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 0, NULL)$$, :'op_a'));
 SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(NULL, %L, '{}', 1, NULL)$$, :'op_a'));
-SELECT * FROM pf_try($$SELECT payflow.record_webhook_failure(gen_random_uuid(), 'pay_00000000000000000000000000', '{}', 1, NULL)$$);
+SELECT * FROM pf_try($$SELECT payflow.record_webhook_failure(gen_random_uuid(), 'pay_00000000000000000000000000', '{"eventType": "OperationCompleted"}', 1, NULL)$$);
 SELECT (payflow.metrics() -> 'webhookFailures' ->> 'open')::int AS open_failures;
 
 -- Replay: the same body back to operation-events, once.

@@ -1,7 +1,9 @@
 -- payflow 0.1.0 -> 0.2.0: tenants for the HTTP edge (authenticate, tenant-
 -- scoped submit/status/history/cancel, row-level security for payflow_app),
 -- the status-change feed for event streams (changes, NOTIFY payflow_status)
--- and webhooks (set_webhook, webhook_target, failures and their replay).
+-- and webhooks (set_webhook, webhook_target, failures and their replay);
+-- fixes from the bad-input review: no control characters in identifiers,
+-- FIFO-safe message group ids, size limits on step results, NULL checks.
 -- extension/sql/payflow.sql is the full script of 0.2.0; a test checks that
 -- installing 0.2.0 and updating 0.1.0 give the same schema.
 
@@ -20,6 +22,31 @@ CREATE FUNCTION payflow._current_tenant() RETURNS text
 -- Binds a tenant to the current transaction; only authenticate() calls it.
 CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
 	AS 'MODULE_PATHNAME', 'payflow_set_tenant' LANGUAGE C VOLATILE STRICT;
+
+-- Identifiers that end up in hashes, message attributes and logs may not
+-- hold control characters: the request hash of submit_ref joins fields with
+-- newlines, and SQS refuses control characters in attribute values.
+CREATE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value ~ '[[:cntrl:]]' THEN
+		RAISE EXCEPTION '% must not contain control characters', arg_name
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- The message group of a payment's events: the payment id itself when SQS
+-- FIFO accepts it as a MessageGroupId (at most 128 characters of letters,
+-- digits and ASCII punctuation), else "sha256:" and its hash, which keeps
+-- one group per payment.
+CREATE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT CASE WHEN length(payment_id) <= 128 AND payment_id ~ '^[!-~]+$' THEN payment_id
+				ELSE 'sha256:' || encode(sha256(convert_to(payment_id, 'UTF8')), 'hex') END
+$$;
 
 -- A tenant's webhook: where its OperationCompleted / OperationFailed events
 -- are POSTed, and the secret they are signed with (HMAC-SHA256).  The
@@ -50,6 +77,46 @@ CREATE TABLE payflow.webhook_failures (
 );
 
 CREATE INDEX webhook_failures_updated_idx ON payflow.webhook_failures (updated_at);
+
+-- Validates the arguments submit and submit_ref share.
+CREATE OR REPLACE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('payment_id', payment_id, 255);
+	PERFORM payflow._require_printable('payment_id', payment_id);
+	IF idempotency_key IS NOT NULL THEN
+		PERFORM payflow._require_text('idempotency_key', idempotency_key, 255);
+		PERFORM payflow._require_printable('idempotency_key', idempotency_key);
+	END IF;
+	IF correlation_id IS NOT NULL THEN
+		PERFORM payflow._require_text('correlation_id', correlation_id, 255);
+		PERFORM payflow._require_printable('correlation_id', correlation_id);
+	END IF;
+END
+$$;
+
+-- Appends an event to the outbox and returns its id.
+CREATE OR REPLACE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
+							  p_event_type text, p_destination text, p_attempt integer,
+							  p_extra jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_event_id uuid := gen_random_uuid();
+BEGIN
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+								message_group_id, body, attributes)
+	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_payment_id),
+			payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+								p_event_type, p_attempt, p_extra),
+			payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	PERFORM payflow._outbox_written();
+	RETURN v_event_id;
+END
+$$;
 
 -- Changes an operation's status after the C transition check and appends
 -- the history row.  The caller holds the operation's row lock.
@@ -112,7 +179,7 @@ BEGIN
 	), event AS (
 		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 									message_group_id, body, attributes)
-		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', p_payment_id,
+		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', payflow._message_group_id(p_payment_id),
 			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
 								   'PaymentRequested', 1, jsonb_build_object('payload', v_ref)),
 			   payflow._event_attributes(op.id, p_correlation_id, 'PaymentRequested')
@@ -133,6 +200,53 @@ BEGIN
 	END IF;
 	PERFORM payflow._outbox_written();
 	RETURN v_id;
+END
+$$;
+
+-- Same as submit, for a request whose payload is already stored (S3, or a
+-- "pg" payload written earlier); only its reference is kept.
+CREATE OR REPLACE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
+								   idempotency_key text DEFAULT NULL,
+								   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_stored payflow.payloads;
+BEGIN
+	PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+	PERFORM payflow._require_text('store', store, 16);
+	PERFORM payflow._require_text('key', key, 1024);
+	PERFORM payflow._require_printable('key', key);
+	PERFORM payflow._require_text('checksum', checksum, 71);
+	IF store NOT IN ('pg', 's3') THEN
+		RAISE EXCEPTION 'unknown payload store "%"', store
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	END IF;
+	IF checksum !~ '^sha256:[0-9a-f]{64}$' THEN
+		RAISE EXCEPTION 'invalid checksum "%"', checksum
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A checksum is "sha256:" followed by 64 lower-case hex digits.';
+	END IF;
+	IF size IS NULL OR size < 0 THEN
+		RAISE EXCEPTION 'size must be a non-negative number of bytes'
+			USING ERRCODE = CASE WHEN size IS NULL THEN 'null_value_not_allowed'
+								 ELSE 'invalid_parameter_value' END;
+	END IF;
+	IF store = 'pg' THEN
+		SELECT * INTO v_stored FROM payflow.payloads p WHERE p.key = submit_ref.key;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';
+		ELSIF v_stored.checksum <> checksum OR v_stored.size <> size THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8')),
+		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
+		NULL);
 END
 $$;
 
@@ -224,6 +338,357 @@ BEGIN
 END
 $$;
 
+-- Renews a lease; false when this worker no longer holds it.  Touches one
+-- unindexed column: a HOT update.
+CREATE OR REPLACE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
+								  lease_seconds integer DEFAULT 300)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+	UPDATE payflow.steps
+	   SET lease_expires_at = now() + make_interval(secs => lease_seconds)
+	 WHERE steps.operation_id = heartbeat.operation_id AND step_name = step
+	   AND status = 'RUNNING' AND lease_owner = worker_id;
+	IF FOUND THEN
+		RETURN true;
+	END IF;
+	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = heartbeat.operation_id) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	PERFORM payflow._step_definition(step);		-- an unknown step is an error (22023)
+	RETURN false;
+END
+$$;
+
+-- Saves an external job reference with a running step (submit-poll mode),
+-- so a worker that takes the step over resumes polling instead of
+-- submitting again.
+CREATE OR REPLACE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_text('external_ref', external_ref, 1000);
+	UPDATE payflow.steps s
+	   SET external_ref = save_step_ref.external_ref
+	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
+	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
+	IF NOT FOUND THEN
+		IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = save_step_ref.operation_id) THEN
+			PERFORM payflow._unknown_operation(operation_id);
+		END IF;
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, step
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
+	END IF;
+	RETURN true;
+END
+$$;
+
+-- Records a step's success in one transaction: step done, status advanced,
+-- result stored, the next event in the outbox.  A repeated call returns the
+-- first call's answer.
+CREATE OR REPLACE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
+									  result_ref jsonb DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	n payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_ref jsonb := result_ref;
+	v_event_id uuid;
+	v_event_type text;
+	v_answer jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('result', result);
+	PERFORM payflow._require_size('result', octet_length(result::text));
+	IF v_ref IS NOT NULL THEN
+		PERFORM payflow._require_object('result_ref', v_ref);
+	END IF;
+
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN s.completion;
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
+			USING ERRCODE = 'PF006',
+				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+
+	IF v_ref IS NULL AND d.result_name IS NOT NULL THEN
+		v_ref := payflow._payload_write(o.id, d.result_name, convert_to(result::text, 'UTF8'));
+	END IF;
+
+	PERFORM payflow._set_status(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
+
+	SELECT * INTO n FROM payflow.step_definitions WHERE position = d.position + 1;
+	IF FOUND THEN
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		VALUES (o.id, n.step_name, v_ref, now());
+		UPDATE payflow.operations SET current_step = n.step_name WHERE id = o.id;
+		v_event_type := n.request_event;
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
+									n.destination, 1, jsonb_build_object(n.input_field, v_ref));
+	ELSE
+		-- The last result travels inline in OperationCompleted; SQS takes
+		-- 256 KiB per message, so it is held to a quarter of that.
+		IF octet_length(result::text) > 65536 THEN
+			RAISE EXCEPTION 'result of the last step is too large'
+				USING ERRCODE = 'PF007',
+					  DETAIL = format('It has %s bytes; the result of %s travels in the OperationCompleted event and may have 65536.',
+									  octet_length(result::text), d.step_name),
+					  HINT = 'Return a reference (an id or a URL) instead of the document.';
+		END IF;
+		UPDATE payflow.operations SET result = complete_step.result WHERE id = o.id;
+		v_event_type := 'OperationCompleted';
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, 'OperationCompleted',
+									'operation-events', s.attempt,
+									jsonb_build_object('status', d.done_status, 'result', result));
+	END IF;
+
+	v_answer := jsonb_build_object('action', 'completed', 'status', d.done_status,
+								   'eventType', v_event_type, 'eventId', v_event_id);
+	UPDATE payflow.steps
+	   SET status = 'SUCCEEDED', result = complete_step.result, result_ref = v_ref,
+		   completion = v_answer, finished_at = now(),
+		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = d.step_name;
+	RETURN v_answer;
+END
+$$;
+
+-- Records a step's failure: a retry scheduled with backoff while attempts
+-- remain and the error is retryable, else the operation fails.
+-- error is {"code":…, "message":…} and may carry "retryAfterSeconds"
+-- (e.g. from an HTTP Retry-After) which lengthens the delay up to
+-- retry_max_delay.
+CREATE OR REPLACE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
+								  retryable boolean)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_max integer;
+	v_base interval;
+	v_cap interval;
+	v_delay interval;
+	v_retry_after interval;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('error', error);
+	IF retryable IS NULL THEN
+		RAISE EXCEPTION 'retryable must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_size('error', octet_length(error::text));
+
+	o := payflow._lock_operation(operation_id);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'done');
+	ELSIF s.status = 'FAILED' THEN
+		RETURN jsonb_build_object('action', 'failed');
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	IF s.status = 'RETRY_WAIT' AND s.last_error = error THEN
+		-- The same report again (a worker retrying its own call).
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+	IF retryable AND s.attempt < v_max THEN
+		v_base := coalesce(d.retry_base_delay, payflow._seconds('retry_base_delay'));
+		v_cap := coalesce(d.retry_max_delay, payflow._seconds('retry_max_delay'));
+		v_delay := payflow.backoff_delay(greatest(s.attempt - 1, 0), v_base, v_cap,
+										 payflow._setting('retry_jitter')::float8);
+		IF jsonb_typeof(error -> 'retryAfterSeconds') = 'number' THEN
+			-- compared as numeric: 1e400 is a JSON number but no float8
+			v_retry_after := make_interval(secs => greatest(least((error ->> 'retryAfterSeconds')::numeric,
+																  extract(epoch FROM v_cap)), 0)::float8);
+			v_delay := greatest(v_delay, v_retry_after);
+		END IF;
+		UPDATE payflow.steps
+		   SET status = 'RETRY_WAIT', next_attempt_at = now() + v_delay, last_error = error,
+			   lease_expires_at = NULL
+		 WHERE steps.operation_id = o.id AND step_name = d.step_name
+		RETURNING * INTO s;
+		UPDATE payflow.operations SET updated_at = now() WHERE id = o.id;
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	PERFORM payflow._fail_operation(o, s,
+		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
+		worker_id);
+	RETURN jsonb_build_object('action', 'failed');
+END
+$$;
+
+-- Claims up to max_events outbox rows for a relay, oldest first, at most
+-- one per message group: a later event of a group is never handed out
+-- while an earlier one is unacked, so per-payment order holds even with
+-- several relays.  A claim is a lease: rows of a relay that died come
+-- back after lease_seconds.
+CREATE OR REPLACE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
+	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
+				   body text, attributes jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	PERFORM payflow._require_worker(relay_id, lease_seconds);
+	IF max_events IS NULL OR max_events < 1 OR max_events > 10000 THEN
+		RAISE EXCEPTION 'max_events must be between 1 and 10000' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN QUERY
+		WITH candidates AS (
+			SELECT c.ctid
+			  FROM payflow.outbox c
+			 WHERE c.available_at <= now()
+			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
+			   AND NOT EXISTS (SELECT FROM payflow.outbox e
+								WHERE e.message_group_id = c.message_group_id AND e.seq < c.seq)
+			 ORDER BY c.seq
+			 LIMIT max_events
+			   FOR UPDATE SKIP LOCKED
+		)
+		UPDATE payflow.outbox u
+		   SET claimed_by = relay_id,
+			   claim_expires_at = now() + make_interval(secs => lease_seconds),
+			   attempts = u.attempts + 1
+		  FROM candidates
+		 WHERE u.ctid = candidates.ctid
+		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
+				  u.body::text, u.attributes;
+END
+$$;
+
+-- Periodic work, run by the background worker (or pg_cron):
+-- 1. expired leases: the step is retried (attempt + 1 at the next claim),
+--    or the operation fails once max_attempts runs all died;
+-- 2. due retries: the step's request event is emitted again;
+-- 3. stuck steps, PENDING for payflow.stuck_after with no event of their
+--    payment waiting in the outbox: the request event is emitted again.
+--    This recovers operations whose message a queue lost.
+-- Each part handles at most max_rows rows; rows locked by a worker are
+-- skipped and seen next time.
+CREATE OR REPLACE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	o payflow.operations;
+	s payflow.steps;
+	d payflow.step_definitions;
+	v_max integer;
+	v_stuck_after interval := payflow._seconds('stuck_after');
+	v_expired integer := 0;
+	v_failed integer := 0;
+	v_due integer := 0;
+	v_stuck integer := 0;
+BEGIN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RUNNING' AND lease_expires_at < now()
+			  ORDER BY claimed_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RUNNING' OR s.lease_expires_at >= now();
+		d := payflow._step_definition(s.step_name);
+		v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+		IF s.attempt >= v_max THEN
+			PERFORM payflow._fail_operation(o, s,
+				jsonb_build_object('code', 'lease_expired',
+								   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+				'payflow scheduler');
+			v_failed := v_failed + 1;
+		ELSE
+			-- lease_owner stays: the late worker may still report its outcome
+			-- until another worker claims the step.
+			UPDATE payflow.steps
+			   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
+				   last_error = jsonb_build_object('code', 'lease_expired',
+												   'message', format('lease of %s expired', s.lease_owner))
+			 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+			v_expired := v_expired + 1;
+		END IF;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RETRY_WAIT' AND next_attempt_at <= now()
+			  ORDER BY next_attempt_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RETRY_WAIT' OR s.next_attempt_at > now();
+		UPDATE payflow.steps
+		   SET status = 'PENDING', pending_since = now(), next_attempt_at = NULL
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		PERFORM payflow._emit_step_request(o, s);
+		v_due := v_due + 1;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'PENDING' AND pending_since < now() - v_stuck_after
+			  ORDER BY pending_since LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'PENDING' OR s.pending_since >= now() - v_stuck_after;
+		-- Re-armed either way, so the scan moves on to older rows next time.
+		UPDATE payflow.steps SET pending_since = now()
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		-- An event of this payment still in the outbox will be delivered;
+		-- another copy would only be a duplicate.
+		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
+							   WHERE message_group_id = payflow._message_group_id(o.payment_id));
+		PERFORM payflow._emit_step_request(o, s);
+		v_stuck := v_stuck + 1;
+	END LOOP;
+
+	RETURN jsonb_build_object('expiredLeases', v_expired,
+							  'failedAfterLeaseExpiry', v_failed,
+							  'retriesDue', v_due,
+							  'stuckRedriven', v_stuck);
+END
+$$;
+
 -- TTL clean-up in bounded batches (each kind at most max_rows rows per
 -- call; "more" says whether to call again):
 -- payloads of completed/cancelled operations after retention_payloads;
@@ -244,7 +709,9 @@ DECLARE
 	v_webhooks integer;
 	v_cron integer := 0;
 BEGIN
-	IF max_rows IS NULL OR max_rows < 1 THEN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
@@ -425,7 +892,7 @@ CREATE FUNCTION payflow.changes(operation_ids text[], after_id bigint DEFAULT 0)
 	AS $$
 BEGIN
 	IF operation_ids IS NULL THEN
-		RAISE EXCEPTION 'operation_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+		RAISE EXCEPTION 'operation_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
 	ELSIF cardinality(operation_ids) > 10000 THEN
 		RAISE EXCEPTION 'at most 10000 operation ids per call'
 			USING ERRCODE = 'program_limit_exceeded';
@@ -472,13 +939,23 @@ CREATE FUNCTION payflow.record_webhook_failure(event_id uuid, operation_id text,
 	AS $$
 DECLARE
 	v_tenant text;
+	v_body jsonb;
 	v_id bigint;
 BEGIN
 	IF event_id IS NULL THEN
-		RAISE EXCEPTION 'event_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('body', body, 262144);
+	BEGIN
+		v_body := body::jsonb;
+	EXCEPTION WHEN invalid_text_representation THEN
+		RAISE EXCEPTION 'body is not JSON' USING ERRCODE = 'invalid_text_representation';
+	END;
+	IF jsonb_typeof(v_body) IS DISTINCT FROM 'object' OR jsonb_typeof(v_body -> 'eventType') IS DISTINCT FROM 'string' THEN
+		RAISE EXCEPTION 'body must be an event: a JSON object with an "eventType"'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	IF attempts IS NULL OR attempts < 1 THEN
 		RAISE EXCEPTION 'attempts must be at least 1'
 			USING ERRCODE = CASE WHEN attempts IS NULL THEN 'null_value_not_allowed'
@@ -495,7 +972,7 @@ BEGIN
 	INSERT INTO payflow.webhook_failures AS f (event_id, operation_id, tenant, url, body, attempts, error)
 	VALUES (record_webhook_failure.event_id, record_webhook_failure.operation_id, v_tenant,
 			coalesce((SELECT w.url FROM payflow.webhooks w WHERE w.tenant = v_tenant), ''),
-			body::jsonb, attempts, error)
+			v_body, attempts, error)
 	ON CONFLICT ON CONSTRAINT webhook_failures_event_id_key DO UPDATE
 		SET attempts = EXCLUDED.attempts, error = EXCLUDED.error, url = EXCLUDED.url,
 			updated_at = now(), replayed_at = NULL
@@ -511,7 +988,9 @@ CREATE FUNCTION payflow.revoke_api_key(key_id bigint) RETURNS boolean
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 BEGIN
-	IF NOT EXISTS (SELECT FROM payflow.api_keys k WHERE k.id = key_id) THEN
+	IF key_id IS NULL THEN
+		RAISE EXCEPTION 'key_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF NOT EXISTS (SELECT FROM payflow.api_keys k WHERE k.id = key_id) THEN
 		RAISE EXCEPTION 'API key % does not exist', key_id USING ERRCODE = 'no_data_found';
 	END IF;
 	UPDATE payflow.api_keys k SET revoked_at = now() WHERE k.id = key_id AND k.revoked_at IS NULL;
@@ -564,6 +1043,9 @@ CREATE FUNCTION payflow.replay_webhook(failure_id bigint) RETURNS boolean
 DECLARE
 	f payflow.webhook_failures;
 BEGIN
+	IF failure_id IS NULL THEN
+		RAISE EXCEPTION 'failure_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	SELECT * INTO f FROM payflow.webhook_failures w WHERE w.id = failure_id FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'webhook failure % does not exist', failure_id USING ERRCODE = 'no_data_found';
@@ -573,7 +1055,7 @@ BEGIN
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 								message_group_id, body, attributes)
 	VALUES (gen_random_uuid(), f.operation_id, f.body ->> 'eventType', 'operation-events',
-			coalesce(f.body ->> 'paymentId', f.operation_id), f.body,
+			payflow._message_group_id(coalesce(f.body ->> 'paymentId', f.operation_id)), f.body,
 			payflow._event_attributes(f.operation_id, f.body ->> 'correlationId', f.body ->> 'eventType'));
 	UPDATE payflow.webhook_failures w SET replayed_at = now() WHERE w.id = f.id;
 	PERFORM payflow._outbox_written();

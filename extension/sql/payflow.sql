@@ -504,6 +504,17 @@ CREATE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id 
 												'correlationId', p_correlation_id))
 $$;
 
+-- The message group of a payment's events: the payment id itself when SQS
+-- FIFO accepts it as a MessageGroupId (at most 128 characters of letters,
+-- digits and ASCII punctuation), else "sha256:" and its hash, which keeps
+-- one group per payment.
+CREATE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT CASE WHEN length(payment_id) <= 128 AND payment_id ~ '^[!-~]+$' THEN payment_id
+				ELSE 'sha256:' || encode(sha256(convert_to(payment_id, 'UTF8')), 'hex') END
+$$;
+
 -- Appends an event to the outbox and returns its id.
 CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
 							  p_event_type text, p_destination text, p_attempt integer,
@@ -516,7 +527,7 @@ DECLARE
 BEGIN
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 								message_group_id, body, attributes)
-	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, p_payment_id,
+	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_payment_id),
 			payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
 								p_event_type, p_attempt, p_extra),
 			payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
@@ -628,7 +639,7 @@ BEGIN
 	), event AS (
 		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 									message_group_id, body, attributes)
-		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', p_payment_id,
+		SELECT v_event_id, op.id, 'PaymentRequested', 'payment-requests', payflow._message_group_id(p_payment_id),
 			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
 								   'PaymentRequested', 1, jsonb_build_object('payload', v_ref)),
 			   payflow._event_attributes(op.id, p_correlation_id, 'PaymentRequested')
@@ -652,6 +663,20 @@ BEGIN
 END
 $$;
 
+-- Identifiers that end up in hashes, message attributes and logs may not
+-- hold control characters: the request hash of submit_ref joins fields with
+-- newlines, and SQS refuses control characters in attribute values.
+CREATE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value ~ '[[:cntrl:]]' THEN
+		RAISE EXCEPTION '% must not contain control characters', arg_name
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
 -- Validates the arguments submit and submit_ref share.
 CREATE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
 	RETURNS void
@@ -659,11 +684,14 @@ CREATE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, c
 	AS $$
 BEGIN
 	PERFORM payflow._require_text('payment_id', payment_id, 255);
+	PERFORM payflow._require_printable('payment_id', payment_id);
 	IF idempotency_key IS NOT NULL THEN
 		PERFORM payflow._require_text('idempotency_key', idempotency_key, 255);
+		PERFORM payflow._require_printable('idempotency_key', idempotency_key);
 	END IF;
 	IF correlation_id IS NOT NULL THEN
 		PERFORM payflow._require_text('correlation_id', correlation_id, 255);
+		PERFORM payflow._require_printable('correlation_id', correlation_id);
 	END IF;
 END
 $$;
@@ -709,6 +737,7 @@ BEGIN
 	PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
 	PERFORM payflow._require_text('store', store, 16);
 	PERFORM payflow._require_text('key', key, 1024);
+	PERFORM payflow._require_printable('key', key);
 	PERFORM payflow._require_text('checksum', checksum, 71);
 	IF store NOT IN ('pg', 's3') THEN
 		RAISE EXCEPTION 'unknown payload store "%"', store
@@ -868,7 +897,7 @@ CREATE FUNCTION payflow.changes(operation_ids text[], after_id bigint DEFAULT 0)
 	AS $$
 BEGIN
 	IF operation_ids IS NULL THEN
-		RAISE EXCEPTION 'operation_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+		RAISE EXCEPTION 'operation_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
 	ELSIF cardinality(operation_ids) > 10000 THEN
 		RAISE EXCEPTION 'at most 10000 operation ids per call'
 			USING ERRCODE = 'program_limit_exceeded';
@@ -995,6 +1024,7 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = heartbeat.operation_id) THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
+	PERFORM payflow._step_definition(step);		-- an unknown step is an error (22023)
 	RETURN false;
 END
 $$;
@@ -1017,6 +1047,9 @@ BEGIN
 	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
 	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
 	IF NOT FOUND THEN
+		IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = save_step_ref.operation_id) THEN
+			PERFORM payflow._unknown_operation(operation_id);
+		END IF;
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, step
 			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
 	END IF;
@@ -1070,6 +1103,7 @@ BEGIN
 	d := payflow._step_definition(step);
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_object('result', result);
+	PERFORM payflow._require_size('result', octet_length(result::text));
 	IF v_ref IS NOT NULL THEN
 		PERFORM payflow._require_object('result_ref', v_ref);
 	END IF;
@@ -1100,6 +1134,15 @@ BEGIN
 		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
 									n.destination, 1, jsonb_build_object(n.input_field, v_ref));
 	ELSE
+		-- The last result travels inline in OperationCompleted; SQS takes
+		-- 256 KiB per message, so it is held to a quarter of that.
+		IF octet_length(result::text) > 65536 THEN
+			RAISE EXCEPTION 'result of the last step is too large'
+				USING ERRCODE = 'PF007',
+					  DETAIL = format('It has %s bytes; the result of %s travels in the OperationCompleted event and may have 65536.',
+									  octet_length(result::text), d.step_name),
+					  HINT = 'Return a reference (an id or a URL) instead of the document.';
+		END IF;
 		UPDATE payflow.operations SET result = complete_step.result WHERE id = o.id;
 		v_event_type := 'OperationCompleted';
 		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, 'OperationCompleted',
@@ -1171,8 +1214,9 @@ BEGIN
 		v_delay := payflow.backoff_delay(greatest(s.attempt - 1, 0), v_base, v_cap,
 										 payflow._setting('retry_jitter')::float8);
 		IF jsonb_typeof(error -> 'retryAfterSeconds') = 'number' THEN
-			v_retry_after := make_interval(secs => least((error ->> 'retryAfterSeconds')::float8,
-														 extract(epoch FROM v_cap)::float8));
+			-- compared as numeric: 1e400 is a JSON number but no float8
+			v_retry_after := make_interval(secs => greatest(least((error ->> 'retryAfterSeconds')::numeric,
+																  extract(epoch FROM v_cap)), 0)::float8);
 			v_delay := greatest(v_delay, v_retry_after);
 		END IF;
 		UPDATE payflow.steps
@@ -1363,6 +1407,7 @@ CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_se
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 BEGIN
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
 	PERFORM payflow._require_worker(relay_id, lease_seconds);
 	IF max_events IS NULL OR max_events < 1 OR max_events > 10000 THEN
 		RAISE EXCEPTION 'max_events must be between 1 and 10000' USING ERRCODE = 'invalid_parameter_value';
@@ -1477,13 +1522,23 @@ CREATE FUNCTION payflow.record_webhook_failure(event_id uuid, operation_id text,
 	AS $$
 DECLARE
 	v_tenant text;
+	v_body jsonb;
 	v_id bigint;
 BEGIN
 	IF event_id IS NULL THEN
-		RAISE EXCEPTION 'event_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('body', body, 262144);
+	BEGIN
+		v_body := body::jsonb;
+	EXCEPTION WHEN invalid_text_representation THEN
+		RAISE EXCEPTION 'body is not JSON' USING ERRCODE = 'invalid_text_representation';
+	END;
+	IF jsonb_typeof(v_body) IS DISTINCT FROM 'object' OR jsonb_typeof(v_body -> 'eventType') IS DISTINCT FROM 'string' THEN
+		RAISE EXCEPTION 'body must be an event: a JSON object with an "eventType"'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	IF attempts IS NULL OR attempts < 1 THEN
 		RAISE EXCEPTION 'attempts must be at least 1'
 			USING ERRCODE = CASE WHEN attempts IS NULL THEN 'null_value_not_allowed'
@@ -1500,7 +1555,7 @@ BEGIN
 	INSERT INTO payflow.webhook_failures AS f (event_id, operation_id, tenant, url, body, attempts, error)
 	VALUES (record_webhook_failure.event_id, record_webhook_failure.operation_id, v_tenant,
 			coalesce((SELECT w.url FROM payflow.webhooks w WHERE w.tenant = v_tenant), ''),
-			body::jsonb, attempts, error)
+			v_body, attempts, error)
 	ON CONFLICT ON CONSTRAINT webhook_failures_event_id_key DO UPDATE
 		SET attempts = EXCLUDED.attempts, error = EXCLUDED.error, url = EXCLUDED.url,
 			updated_at = now(), replayed_at = NULL
@@ -1579,7 +1634,9 @@ DECLARE
 	v_due integer := 0;
 	v_stuck integer := 0;
 BEGIN
-	IF max_rows IS NULL OR max_rows < 1 THEN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
@@ -1639,7 +1696,8 @@ BEGIN
 		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
 		-- An event of this payment still in the outbox will be delivered;
 		-- another copy would only be a duplicate.
-		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox WHERE message_group_id = o.payment_id);
+		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
+							   WHERE message_group_id = payflow._message_group_id(o.payment_id));
 		PERFORM payflow._emit_step_request(o, s);
 		v_stuck := v_stuck + 1;
 	END LOOP;
@@ -1671,7 +1729,9 @@ DECLARE
 	v_webhooks integer;
 	v_cron integer := 0;
 BEGIN
-	IF max_rows IS NULL OR max_rows < 1 THEN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
@@ -1813,7 +1873,9 @@ CREATE FUNCTION payflow.revoke_api_key(key_id bigint) RETURNS boolean
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 BEGIN
-	IF NOT EXISTS (SELECT FROM payflow.api_keys k WHERE k.id = key_id) THEN
+	IF key_id IS NULL THEN
+		RAISE EXCEPTION 'key_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF NOT EXISTS (SELECT FROM payflow.api_keys k WHERE k.id = key_id) THEN
 		RAISE EXCEPTION 'API key % does not exist', key_id USING ERRCODE = 'no_data_found';
 	END IF;
 	UPDATE payflow.api_keys k SET revoked_at = now() WHERE k.id = key_id AND k.revoked_at IS NULL;
@@ -1866,6 +1928,9 @@ CREATE FUNCTION payflow.replay_webhook(failure_id bigint) RETURNS boolean
 DECLARE
 	f payflow.webhook_failures;
 BEGIN
+	IF failure_id IS NULL THEN
+		RAISE EXCEPTION 'failure_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	SELECT * INTO f FROM payflow.webhook_failures w WHERE w.id = failure_id FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'webhook failure % does not exist', failure_id USING ERRCODE = 'no_data_found';
@@ -1875,7 +1940,7 @@ BEGIN
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 								message_group_id, body, attributes)
 	VALUES (gen_random_uuid(), f.operation_id, f.body ->> 'eventType', 'operation-events',
-			coalesce(f.body ->> 'paymentId', f.operation_id), f.body,
+			payflow._message_group_id(coalesce(f.body ->> 'paymentId', f.operation_id)), f.body,
 			payflow._event_attributes(f.operation_id, f.body ->> 'correlationId', f.body ->> 'eventType'));
 	UPDATE payflow.webhook_failures w SET replayed_at = now() WHERE w.id = f.id;
 	PERFORM payflow._outbox_written();

@@ -246,6 +246,10 @@ const logGroups = new Set(Object.values(observability?.Resources || {})
 	.filter((r) => r.Type === 'AWS::Logs::LogGroup').map((r) => r.Properties.LogGroupName['Fn::Sub']));
 const roleNames = new Map(Object.entries(iam?.Resources || {})
 	.filter(([, r]) => r.Type === 'AWS::IAM::Role').map(([k, r]) => [r.Properties.RoleName['Fn::Sub'], k]));
+// iam.yaml's parameters whose ARNs the execution role may read (GetSecretValue)
+const readableSecrets = new Set(Object.values(iam?.Resources || {}).flatMap((r) => r.Properties?.Policies || [])
+	.flatMap((p) => p.PolicyDocument.Statement).filter((st) => [].concat(st?.Action).includes('secretsmanager:GetSecretValue'))
+	.flatMap((st) => [].concat(st.Resource)).map((r) => r?.Ref).filter(Boolean));
 const readme = fs.existsSync(path.join(root, 'deploy/README.md')) ? read('deploy/README.md') : '';
 const documented = new Set([...readme.matchAll(placeholderRe)].map((m) => m[1]));
 
@@ -281,7 +285,7 @@ for (const file of taskFiles) {
 		(td.requiresCompatibilities || []).includes('FARGATE') && !!td.cpu && !!td.memory && !!td.executionRoleArn);
 	for (const arn of [td.executionRoleArn, td.taskRoleArn].filter(Boolean)) {
 		const role = arn.replace(/^arn:aws:iam::\$\{AccountId\}:role\//, '');
-		ok(`${tag}: role ${role} is made by iam.yaml`, roleNames.has(role.replace('${Environment}', '${Environment}')), arn);
+		ok(`${tag}: role ${role} is made by iam.yaml`, roleNames.has(role), arn);
 	}
 	for (const ph of new Set([...JSON.stringify(td).matchAll(placeholderRe)].map((m) => m[1])))
 		ok(`${tag}: placeholder \${${ph}} is documented in deploy/README.md`, documented.has(ph));
@@ -299,6 +303,9 @@ for (const file of taskFiles) {
 		ok(`${tag}: no credentials inside an environment value`, inlined.length === 0, inlined.map(([n]) => n).join(', '));
 		ok(`${tag}: secrets come from Secrets Manager or SSM ARNs`, [...sec.values()].every((v) =>
 			isPlaceholder(v) || /^arn:aws[a-z-]*:(secretsmanager|ssm):/.test(v)));
+		const unreadable = [...sec.values()].filter(isPlaceholder).map((v) => v.slice(2, -1)).filter((p) => !readableSecrets.has(p));
+		ok(`${tag}: the execution role may read every secret named (iam.yaml parameters of the same name)`,
+			unreadable.length === 0, unreadable.join(', '));
 		ok(`${tag}: awslogs logging to a log group of observability.yaml`, c.logConfiguration?.logDriver === 'awslogs' &&
 			logGroups.has(c.logConfiguration.options?.['awslogs-group']), c.logConfiguration?.options?.['awslogs-group']);
 

@@ -13,10 +13,14 @@
 #   aws ecs register-task-definition --cli-input-json file:///tmp/relay.json
 set -euo pipefail
 
-[ $# -eq 1 ] && [ -f "$1" ] || { echo "usage: $0 TASK-DEFINITION.json" >&2; exit 2; }
+if [ $# -ne 1 ] || [ ! -f "$1" ]; then
+	echo "usage: $0 TASK-DEFINITION.json" >&2
+	exit 2
+fi
 text=$(<"$1")
 missing=()
-for name in $(grep -o '\${[A-Za-z][A-Za-z0-9]*}' "$1" | sort -u | sed 's/^\${\(.*\)}$/\1/'); do
+# placeholder names are [A-Za-z][A-Za-z0-9]*: word splitting is safe here
+for name in $({ grep -o '\${[A-Za-z][A-Za-z0-9]*}' "$1" || true; } | sort -u | sed 's/^\${\(.*\)}$/\1/'); do
 	if [ -z "${!name+set}" ]; then
 		missing+=("$name")
 		continue
@@ -24,6 +28,10 @@ for name in $(grep -o '\${[A-Za-z][A-Za-z0-9]*}' "$1" | sort -u | sed 's/^\${\(.
 	value=${!name}
 	if [[ $value == *[[:cntrl:]]* ]]; then
 		echo "$0: the value of $name holds a control character" >&2
+		exit 2
+	fi
+	if [[ $value == *'${'* ]]; then	# a later placeholder would be replaced inside it
+		echo "$0: the value of $name holds \"\${\"" >&2
 		exit 2
 	fi
 	value=${value//\\/\\\\}

@@ -117,6 +117,8 @@ broken "a typo in a Fn::GetAtt" "every Ref, Fn::GetAtt" \
 	sed -i 's/Fn::GetAtt: \[PaymentRequestsDeadLetterQueue, Arn\]/Fn::GetAtt: [PaymentRequestDeadLetterQueue, Arn]/' deploy/aws/queues.yaml
 broken "worker role widened to every queue" "payment worker consumes payment-requests only" \
 	sed -i '/PaymentWorkerTaskRole:/,/ReadRequests/s/PaymentRequestsQueueArn/*/' deploy/aws/iam.yaml
+broken "a secret the execution role may not read" "the execution role may read every secret named" \
+	sed -i '/ReadPayflowSecrets/,/DecryptPayflowSecrets/{/Ref: LegacyOdbcSecretArn/d}' deploy/aws/iam.yaml
 broken "the config table drops a setting" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
 	sed -i '/{"PAYFLOW_RELAY_IN_FLIGHT"/d' workers/src/lib/config.c
 

@@ -22,8 +22,13 @@ SOAK_STARTS=0
 # re-emit a step's event after 15 s unclaimed, retry in 1-5 s, keep
 # finished operations 30 s.  max_attempts is raised so that the faults
 # injected at random (several may hit one operation) end in a retry, and
-# only the permanent ones fail an operation.
+# only the permanent ones fail an operation.  autovacuum visits every
+# database every 10 s instead of every minute: the outbox and steps churn
+# through thousands of row versions a minute, and at the default (and after
+# each crash, which resets the statistics autovacuum goes by) they bloat
+# between visits (SOAK_AUTOVACUUM_NAPTIME=1min shows it).
 SOAK_CLUSTER_CONF="
+autovacuum_naptime = '${SOAK_AUTOVACUUM_NAPTIME:-10s}'
 payflow.scheduler_naptime = '500ms'
 payflow.stuck_after = '${SOAK_STUCK_AFTER:-15s}'
 payflow.retry_base_delay = '1s'

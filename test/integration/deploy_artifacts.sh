@@ -153,6 +153,71 @@ else
 	pf_ok "rendering refuses a placeholder without a value, naming it" grep -q 'InvoiceUrl' "$work/render.err"
 fi
 
+# ---- the programs themselves accept what their task definitions give them
+# Each built program runs with exactly its rendered environment, dummy
+# values for its secrets and what ECS adds (container credentials), every
+# address on loopback port 9 (nothing listens, nothing leaves the machine).
+# A settings error exits 2 at once; a program still running after 3 s has
+# loaded its settings and is retrying the database. Then SIGTERM.
+if [ -x workers/bin/payflow-relay ] && [ -x workers/bin/payflow-worker ] && [ -x workers/bin/payflow-api ]; then
+	dead=http://127.0.0.1:9
+	export PayflowQueueUrls="payment-requests=$dead/1/a,payment-completed=$dead/1/b,invoice-requests=$dead/1/c,operation-events=$dead/1/d"
+	for o in PaymentRequests PaymentCompleted InvoiceRequests OperationEvents; do
+		export ${o}QueueUrl="$dead/1/$o"
+	done
+	export InvoiceUrl=https://127.0.0.1:9/v1/invoices
+	api_port=$((20000 + RANDOM % 20000))
+	# run_task TASK-DEFINITION [NAME=value overrides...]: the program's pid in $!, its log in
+	# $work/<RUN_NAME or the file's name>.log; at most 60 s, should a program never stop
+	run_task() {
+		local f=$1 name
+		name=${RUN_NAME:-$(basename "$1" .json)}
+		shift
+		deploy/ecs/render.sh "$f" | node -e '
+			const c = JSON.parse(require("fs").readFileSync(0, "utf8")).containerDefinitions[0];
+			const dummy = { PAYFLOW_DATABASE_URL: "postgresql://payflow_edge:not-a-password@127.0.0.1:9/payflow?connect_timeout=1",
+				PAYFLOW_LEGACY_ODBC: "Driver=none;Server=127.0.0.1;Port=9;PWD=not-a-password" };
+			for (const e of c.environment) console.log(`${e.name}=${e.value}`);
+			for (const s of c.secrets) console.log(`${s.name}=${dummy[s.name] || "dummy"}`);
+			console.log(`COMMAND=${c.command.join(" ")}`);' >"$work/$name.env"
+		local -a vars cmd
+		mapfile -t vars < <(grep -v '^COMMAND=' "$work/$name.env")
+		read -r -a cmd <<<"$(sed -n 's/^COMMAND=//p' "$work/$name.env")"
+		timeout 60 env -i PATH=/usr/bin:/bin AWS_CONTAINER_CREDENTIALS_FULL_URI=$dead/credentials AWS_ENDPOINT_URL=$dead \
+			"${vars[@]}" "$@" "workers/bin/${cmd[0]}" "${cmd[@]:1}" >"$work/$name.log" 2>&1 &
+	}
+	declare -A pids
+	for f in deploy/ecs/payflow-relay.json deploy/ecs/payflow-worker-*.json deploy/ecs/payflow-api.json; do
+		if [ "$f" = deploy/ecs/payflow-api.json ]; then
+			run_task "$f" PAYFLOW_LISTEN=127.0.0.1:$api_port	# 8080 may be taken here; the value was checked above
+		else
+			run_task "$f"
+		fi
+		pids[$f]=$!
+	done
+	RUN_NAME=relay-without-queues run_task deploy/ecs/payflow-relay.json PAYFLOW_QUEUE_URLS=
+	broken_pid=$!
+	sleep 3
+	for f in "${!pids[@]}"; do
+		if kill -0 "${pids[$f]}" 2>/dev/null; then
+			echo "ok - $(basename "$f" .json) starts with its task definition's settings"
+			kill "${pids[$f]}"
+			wait "${pids[$f]}" 2>/dev/null || true
+		else
+			wait "${pids[$f]}" && rc=0 || rc=$?
+			head -n 3 "$work/$(basename "$f" .json).log" | sed 's/^/    /'
+			echo "not ok - $(basename "$f" .json) starts with its task definition's settings (exited $rc)"
+			PF_FAILURES=$((PF_FAILURES + 1))
+		fi
+	done
+	wait "$broken_pid" && rc=0 || rc=$?
+	pf_eq "the relay without PAYFLOW_QUEUE_URLS exits 2 at once" 2 "$rc"
+	pf_ok "... naming the setting" grep -q 'missing PAYFLOW_QUEUE_URLS' "$work/relay-without-queues.log"
+	pf_ok "no dummy password in any program's log" bash -c "! grep -l 'not-a-password' $work/*.log"
+else
+	echo "ok - # skip the programs with their settings: workers/bin not built (make -C workers)"
+fi
+
 # ---- against the extension, when a test cluster is up (make check starts one)
 if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 	[ "$(psql -XAtqc "SELECT count(*) FROM pg_extension WHERE extname IN ('payflow', 'pg_cron')")" = 2 ]; then

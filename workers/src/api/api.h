@@ -16,7 +16,8 @@
  *		payments.c		POST /payments (pg or S3 claim check)
  *		operations.c	GET /operations/{id}
  *		details_scan.c	finds "details" in a body as it arrives, hashing it
- *		stream.c		GET /operations/{id}/events: the stream hub
+ *		events.c		GET /operations/{id}/events: server-sent events
+ *		hub.c			the thread that feeds every stream (one LISTEN connection)
  *		pool.c			the bounded pool of PostgreSQL connections
  *		reply.c			JSON answers, error documents, SQLSTATE -> HTTP
  *		metrics.c		request counters, latency histogram, /metrics text
@@ -208,7 +209,7 @@ const char *api_bearer_key(api_request *req);
 enum MHD_Result api_post_payment(api_request *req);
 enum MHD_Result api_get_operation(api_request *req);
 
-/* stream.c */
+/* hub.c, events.c */
 api_hub    *api_hub_start(api_context *ctx);
 /* End every stream and stop the hub's thread. */
 void		api_hub_close_streams(api_hub *hub);

@@ -1,31 +1,20 @@
 /*
- * stream.c
- *		GET /operations/{id}/events: server-sent events, one per status
- *		change, ending after a terminal status.
+ * hub.c
+ *		The one thread that feeds every event stream of the process.
  *
- *		id: 1234                       (the history row; send it back as Last-Event-ID)
- *		event: status
- *		data: {"operationId":"pay_…","status":"PAYMENT_PROCESSING","previousStatus":"PENDING",
- *		       "at":"2026-11-30T00:31:02.120Z","reason":"…","terminal":false}
- *
- * A stream first replays the operation's changes so far (after
- * Last-Event-ID when the client sends one), then follows it live.
- *
- * One hub thread serves every stream of the process. It holds ONE
- * PostgreSQL connection that LISTENs on payflow_status (the extension's
- * scheduler worker NOTIFYs there after commits that changed a status) and,
- * when woken, or every PAYFLOW_POLL_INTERVAL_MS as a fallback (no NOTIFY
- * without shared_preload_libraries), runs one payflow.changes() query per
- * API key in use for all the operations watched with that key, and hands
- * each new row to the streams of its operation. Clients never poll
- * anything: their connections are suspended in libmicrohttpd while there
- * is nothing to send and resumed by the hub when there is, so a thousand
- * idle streams cost a thousand sockets and no thread or statement each.
+ * It holds ONE PostgreSQL connection that LISTENs on payflow_status (the
+ * extension's scheduler worker NOTIFYs there after commits that changed a
+ * status) and, when woken, or every PAYFLOW_POLL_INTERVAL_MS as a fallback
+ * (no NOTIFY without shared_preload_libraries), runs one payflow.changes()
+ * query per API key in use, for all the operations watched with that key,
+ * and hands each new row to the streams of its operation. A stream keeps
+ * its own last history id: ids grow in commit order within an operation,
+ * not across operations.
  *
  * The key is checked in the same statement as the query, as everywhere:
  * a key revoked while its streams are open ends them with an error event.
  */
-#include "api.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -38,13 +27,8 @@
 #include "payflow/backoff.h"
 
 #define LISTEN_CHANNEL "payflow_status"
-#define READ_BLOCK 4096
 #define KEEPALIVE_MAX_MS 15000
 #define RECONNECT_MS 1000
-
-/* in the select list, never in WHERE: a qual that does not name the FROM
- * item may be run before it, as a one-time filter, without the tenant */
-static const char STATUS_SQL[] = "SELECT payflow.status($2) IS NOT NULL FROM payflow.authenticate($1)";
 
 /*
  * changes() must run after authenticate() set the tenant: the lateral
@@ -56,47 +40,10 @@ static const char CHANGES_SQL[] =
 "       c.from_status, c.to_status, c.reason, c.terminal"
 "  FROM payflow.authenticate($1) AS a(tenant)"
 " CROSS JOIN LATERAL payflow.changes(CASE WHEN a.tenant IS NOT NULL THEN $2::text[] END, $3::bigint) AS c"
-" ORDER BY c.operation_id, c.id";
+" ORDER BY c.operation_id COLLATE \"C\", c.id";	/* strcmp's order: see dispatch_rows */
 
-typedef struct api_stream
-{
-	api_hub    *hub;
-	struct MHD_Connection *conn;
-	char	   *operation_id;
-	char	   *api_key;
-	long long	last_id;		/* the last history id sent */
-	pf_buf		out;			/* text not yet handed to MHD, from sent on */
-	size_t		sent;
-	bool		suspended;
-	bool		done;			/* nothing more will be added */
-	bool		released;		/* MHD freed the response: the stream is over */
-	struct api_stream *next;
-} api_stream;
-
-struct api_hub
-{
-	api_context *ctx;
-	pthread_t	thread;
-	pthread_mutex_t lock;		/* the list and every stream's members */
-	api_stream *streams;
-	int			n_streams;
-	int			wake_fd;
-	bool		stopping;
-	pf_pg	   *pg;
-	int			backend_pid;
-	int			keepalive_ms;
-};
-
-/* A stream to resume once the hub's lock is released. */
-typedef struct resume_list
-{
-	int			n;
-	int			cap;
-	struct MHD_Connection **conns;
-} resume_list;
-
-static void
-resume_later(resume_list *list, api_stream *s)
+void
+hub_resume_later(resume_list *list, api_stream *s)
 {
 	if (!s->suspended || s->released)
 		return;
@@ -114,8 +61,8 @@ resume_later(resume_list *list, api_stream *s)
  * complete (and free its stream) in between: resuming after the lock is
  * released is safe, and keeps MHD's own locks out of ours.
  */
-static void
-resume_all(resume_list *list)
+void
+hub_resume_all(resume_list *list)
 {
 	for (int i = 0; i < list->n; i++)
 		MHD_resume_connection(list->conns[i]);
@@ -123,8 +70,8 @@ resume_all(resume_list *list)
 	memset(list, 0, sizeof(*list));
 }
 
-static void
-wake(api_hub *hub)
+void
+hub_wake(api_hub *hub)
 {
 	uint64_t	one = 1;
 	ssize_t		w = write(hub->wake_fd, &one, sizeof(one));
@@ -132,59 +79,8 @@ wake(api_hub *hub)
 	(void) w;					/* the counter saturating still wakes */
 }
 
-/* ---- the MHD side: reading a stream, freeing it ---- */
-
-static ssize_t
-stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	api_stream *s = cls;
-	ssize_t		n;
-
-	(void) pos;
-	pthread_mutex_lock(&s->hub->lock);
-	if (s->sent < s->out.len)
-	{
-		n = (ssize_t) (s->out.len - s->sent < max ? s->out.len - s->sent : max);
-		memcpy(buf, s->out.data + s->sent, (size_t) n);
-		s->sent += (size_t) n;
-		if (s->sent == s->out.len)
-		{
-			pf_buf_reset(&s->out);
-			s->sent = 0;
-		}
-	}
-	else if (s->done)
-		n = MHD_CONTENT_READER_END_OF_STREAM;
-	else
-	{
-		/*
-		 * Nothing to send: park the connection until the hub has something.
-		 * Suspending under the lock means the hub, which appends under it,
-		 * either saw the text first or sees suspended and resumes.
-		 */
-		s->suspended = true;
-		MHD_suspend_connection(s->conn);
-		n = 0;
-	}
-	pthread_mutex_unlock(&s->hub->lock);
-	return n;
-}
-
-/* The response is gone (stream ended or client left): the hub frees it. */
-static void
-stream_release(void *cls)
-{
-	api_stream *s = cls;
-	api_hub    *hub = s->hub;
-
-	pthread_mutex_lock(&hub->lock);
-	s->released = true;
-	pthread_mutex_unlock(&hub->lock);
-	wake(hub);
-}
-
-static void
-stream_free(api_stream *s)
+void
+hub_stream_free(api_stream *s)
 {
 	free(s->operation_id);
 	free(s->api_key);
@@ -192,7 +88,24 @@ stream_free(api_stream *s)
 	free(s);
 }
 
-/* ---- the hub ---- */
+bool
+hub_add_stream(api_hub *hub, api_stream *s)
+{
+	bool		added;
+
+	pthread_mutex_lock(&hub->lock);
+	added = !hub->stopping && hub->n_streams < hub->ctx->cfg.api_max_streams;
+	if (added)
+	{
+		s->next = hub->streams;
+		hub->streams = s;
+		hub->n_streams++;
+	}
+	pthread_mutex_unlock(&hub->lock);
+	if (added)
+		hub_wake(hub);
+	return added;
+}
 
 static void
 append_event(api_stream *s, long long id, const char *at, const char *from, const char *to,
@@ -234,61 +147,73 @@ typedef struct key_group
 	struct key_group *next;
 } key_group;
 
-static bool
-array_has(const pf_buf *array, const char *id)
+/* One open stream's interest, for grouping. */
+typedef struct watch
 {
-	/* ids are short and few per key; a linear look is enough */
-	pf_buf		quoted = PF_BUF_INIT;
-	bool		found;
+	const char *api_key;
+	const char *operation_id;
+	long long	last_id;
+} watch;
 
-	pf_buf_appendf(&quoted, "\"%s\"", id);
-	found = array->data != NULL && strstr(array->data, quoted.data) != NULL;
-	pf_buf_free(&quoted);
-	return found;
+static int
+compare_watches(const void *a, const void *b)
+{
+	const watch *x = a;
+	const watch *y = b;
+	int			c = strcmp(x->api_key, y->api_key);
+
+	return c != 0 ? c : strcmp(x->operation_id, y->operation_id);
 }
 
+static void
+append_array_element(pf_buf *array, const char *text)
+{
+	pf_buf_append_char(array, array->len == 0 ? '{' : ',');
+	pf_buf_append_char(array, '"');
+	for (const char *p = text; *p; p++)
+	{
+		if (*p == '"' || *p == '\\')
+			pf_buf_append_char(array, '\\');
+		pf_buf_append_char(array, *p);
+	}
+	pf_buf_append_char(array, '"');
+}
+
+/*
+ * The open streams grouped by key, each operation once: sorted, so a
+ * thousand streams on a thousand operations cost a sort, not a thousand
+ * look-ups. Called under the lock; the groups own copies.
+ */
 static key_group *
 collect_groups(api_hub *hub)
 {
 	key_group  *groups = NULL;
+	key_group  *g = NULL;
+	watch	   *w = pf_malloc(sizeof(watch) * (size_t) (hub->n_streams + 1));
+	int			n = 0;
 
 	for (api_stream *s = hub->streams; s; s = s->next)
+		if (!s->done && !s->released)
+			w[n++] = (watch) {s->api_key, s->operation_id, s->last_id};
+	qsort(w, (size_t) n, sizeof(watch), compare_watches);
+	for (int i = 0; i < n; i++)
 	{
-		key_group  *g;
-
-		if (s->done || s->released)
-			continue;
-		for (g = groups; g; g = g->next)
-			if (strcmp(g->api_key, s->api_key) == 0)
-				break;
-		if (g == NULL)
+		if (g == NULL || strcmp(g->api_key, w[i].api_key) != 0)
 		{
 			g = pf_calloc(1, sizeof(*g));
-			g->api_key = pf_strdup(s->api_key);
-			g->after_id = s->last_id;
+			g->api_key = pf_strdup(w[i].api_key);
+			g->after_id = w[i].last_id;
 			g->next = groups;
 			groups = g;
 		}
-		if (s->last_id < g->after_id)
-			g->after_id = s->last_id;
-		if (!array_has(&g->ids, s->operation_id))
-		{
-			if (g->ids.len == 0)
-				pf_buf_append_char(&g->ids, '{');
-			else
-				pf_buf_append_char(&g->ids, ',');
-			pf_buf_append_char(&g->ids, '"');
-			for (const char *p = s->operation_id; *p; p++)
-			{
-				if (*p == '"' || *p == '\\')
-					pf_buf_append_char(&g->ids, '\\');
-				pf_buf_append_char(&g->ids, *p);
-			}
-			pf_buf_append_char(&g->ids, '"');
-		}
+		if (w[i].last_id < g->after_id)
+			g->after_id = w[i].last_id;
+		if (i == 0 || g->ids.len == 0 || strcmp(w[i - 1].operation_id, w[i].operation_id) != 0)
+			append_array_element(&g->ids, w[i].operation_id);
 	}
-	for (key_group *g = groups; g; g = g->next)
+	for (g = groups; g; g = g->next)
 		pf_buf_append_char(&g->ids, '}');
+	free(w);
 	return groups;
 }
 
@@ -306,6 +231,25 @@ free_groups(key_group *groups)
 	}
 }
 
+/* The first row of an operation in rows ordered by operation id (bytewise). */
+static int
+first_row_of(PGresult *res, int n, const char *operation_id)
+{
+	int			lo = 0;
+	int			hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (strcmp(PQgetvalue(res, mid, 0), operation_id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Hand a group's rows to its streams; a stream takes rows past its own last id. */
 static void
 dispatch_rows(api_hub *hub, const key_group *g, PGresult *res, resume_list *resumes)
@@ -318,13 +262,11 @@ dispatch_rows(api_hub *hub, const key_group *g, PGresult *res, resume_list *resu
 
 		if (s->done || s->released || strcmp(s->api_key, g->api_key) != 0)
 			continue;
-		for (int i = 0; i < n && !s->done; i++)
+		for (int i = first_row_of(res, n, s->operation_id);
+			 i < n && !s->done && strcmp(PQgetvalue(res, i, 0), s->operation_id) == 0; i++)
 		{
-			long long	id;
+			long long	id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 
-			if (strcmp(PQgetvalue(res, i, 0), s->operation_id) != 0)
-				continue;
-			id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 			if (id <= s->last_id)
 				continue;
 			append_event(s, id, PQgetvalue(res, i, 2), PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3),
@@ -333,7 +275,7 @@ dispatch_rows(api_hub *hub, const key_group *g, PGresult *res, resume_list *resu
 			added = true;
 		}
 		if (added || s->done)
-			resume_later(resumes, s);
+			hub_resume_later(resumes, s);
 	}
 }
 
@@ -345,7 +287,7 @@ end_streams_of_key(api_hub *hub, const char *api_key, const char *code, const ch
 		if (!s->done && !s->released && strcmp(s->api_key, api_key) == 0)
 		{
 			append_error_and_end(s, code, message);
-			resume_later(resumes, s);
+			hub_resume_later(resumes, s);
 		}
 }
 
@@ -397,7 +339,7 @@ refresh(api_hub *hub)
 			break;				/* the next keys would wait as long */
 	}
 	free_groups(groups);
-	resume_all(&resumes);
+	hub_resume_all(&resumes);
 	return reached;
 }
 
@@ -412,10 +354,10 @@ keepalive(api_hub *hub)
 		if (!s->released && !s->done)
 		{
 			pf_buf_append_str(&s->out, ": keepalive\n\n");
-			resume_later(&resumes, s);
+			hub_resume_later(&resumes, s);
 		}
 	pthread_mutex_unlock(&hub->lock);
-	resume_all(&resumes);
+	hub_resume_all(&resumes);
 }
 
 /* Free the streams MHD is done with. */
@@ -431,7 +373,7 @@ reap(api_hub *hub)
 		{
 			*p = s->next;
 			hub->n_streams--;
-			stream_free(s);
+			hub_stream_free(s);
 		}
 		else
 			p = &s->next;
@@ -558,11 +500,11 @@ api_hub_close_streams(api_hub *hub)
 		if (!s->released)
 		{
 			s->done = true;
-			resume_later(&resumes, s);
+			hub_resume_later(&resumes, s);
 		}
 	pthread_mutex_unlock(&hub->lock);
-	resume_all(&resumes);
-	wake(hub);
+	hub_resume_all(&resumes);
+	hub_wake(hub);
 }
 
 void
@@ -574,78 +516,4 @@ api_hub_stop(api_hub *hub)
 	pf_pg_destroy(hub->pg);
 	close(hub->wake_fd);
 	/* streams MHD still holds are freed with the daemon's responses */
-}
-
-/* ---- the endpoint ---- */
-
-enum MHD_Result
-api_get_events(api_request *req)
-{
-	api_context *ctx = req->ctx;
-	api_hub    *hub = ctx->hub;
-	const char *api_key = api_bearer_key(req);
-	const char *last_event_id = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-															MHD_HTTP_HEADER_LAST_EVENT_ID);
-	const char *values[2] = {api_key, req->operation_id};
-	api_slot   *slot;
-	pf_error	err;
-	pf_result	r;
-	api_stream *s;
-	struct MHD_Response *resp;
-	bool		refused;
-
-	if (api_key == NULL)
-		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
-	pthread_mutex_lock(&hub->lock);
-	refused = hub->stopping || hub->n_streams >= ctx->cfg.api_max_streams;
-	pthread_mutex_unlock(&hub->lock);
-	if (refused)
-		return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable", "too many event streams, retry later");
-
-	/* the operation must exist for this key before a stream is opened */
-	slot = api_pool_acquire(&ctx->pool);
-	if (slot == NULL)
-		return api_reply_pool_exhausted(req);
-	r = pf_pg_exec(slot->pg, STATUS_SQL, 2, values, NULL, &err);
-	api_pool_release(&ctx->pool, slot);
-	if (r != PF_OK && strncmp(err.code, "22", 2) == 0)
-		pf_error_set(&err, PF_ERR_NOT_FOUND, "PF003", "not an operation id");
-	if (r != PF_OK)
-		return api_reply_db_error(req, &err);
-
-	s = pf_calloc(1, sizeof(*s));
-	s->hub = hub;
-	s->conn = req->conn;
-	s->operation_id = pf_strdup(req->operation_id);
-	s->api_key = pf_strdup(api_key);
-	if (last_event_id)
-		s->last_id = strtoll(last_event_id, NULL, 10);
-	if (s->last_id < 0)
-		s->last_id = 0;
-	/* reconnect after 2 s if the connection drops */
-	pf_buf_append_str(&s->out, "retry: 2000\n\n");
-
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, stream_read, s, stream_release);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	if (req->correlation_id)
-		MHD_add_response_header(resp, "X-Correlation-Id", req->correlation_id);
-
-	pthread_mutex_lock(&hub->lock);
-	s->next = hub->streams;
-	hub->streams = s;
-	hub->n_streams++;
-	pthread_mutex_unlock(&hub->lock);
-	wake(hub);
-
-	req->status = MHD_HTTP_OK;
-	req->answered = true;
-	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
-	{
-		enum MHD_Result result = MHD_queue_response(req->conn, MHD_HTTP_OK, resp);
-
-		MHD_destroy_response(resp);
-		return result;
-	}
 }

@@ -37,6 +37,14 @@ BEGIN
 	END IF;
 END
 $$;
+-- PostgreSQL writes the bind parameters of statements it logs (slow-query
+-- logging, errors): for these roles those are API keys, payment details and
+-- webhook secrets.  Never log them, whatever the server's log settings.
+ALTER ROLE payflow_api SET log_parameter_max_length = 0;
+ALTER ROLE payflow_api SET log_parameter_max_length_on_error = 0;
+ALTER ROLE payflow_edge SET log_parameter_max_length = 0;
+ALTER ROLE payflow_edge SET log_parameter_max_length_on_error = 0;
+
 GRANT USAGE ON SCHEMA payflow TO payflow_monitor;
 GRANT EXECUTE ON FUNCTION payflow.metrics() TO payflow_monitor;
 

@@ -241,6 +241,13 @@ if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 		const want = ["OutboxOldestAgeSeconds", "DeadLettersOpen", "FailureRateLastHour"];
 		process.exit(m.Namespace === "Payflow" && l.Environment === "prod" && Number.isInteger(l._aws.Timestamp) &&
 			want.every((n) => names.includes(n)) && names.every((n) => typeof l[n] === "number") ? 0 : 1);' "$emf"
+	pf_eq "install.sql stops PostgreSQL from logging the api and edge roles' bind parameters" \
+		"payflow_api|2 payflow_edge|2" \
+		"$(psql -XAtq -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'BEGIN' -f deploy/sql/install.sql \
+			-c "SELECT r.rolname || '|' || count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole,
+					   unnest(s.setconfig) c
+				 WHERE c IN ('log_parameter_max_length=0', 'log_parameter_max_length_on_error=0')
+				 GROUP BY r.rolname ORDER BY 1" 2>/dev/null | grep '|' | paste -sd' ')"
 	pf_ok "payflow_monitor may not call anything else (payflow.purge is refused)" bash -c \
 		"psql -XAtq -v ON_ERROR_STOP=1 -c 'BEGIN' -f deploy/sql/install.sql -c 'SET ROLE payflow_monitor' -c 'SELECT payflow.purge(1)' 2>&1 | grep -q 'permission denied'"
 else

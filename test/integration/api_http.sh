@@ -178,8 +178,8 @@ pf_ok "a request waits on the lock" pf_wait_for 10 waiting
 pf_eq "the only connection is busy: 503" "503 unavailable" "$(http GET "$API_URL/operations/$op1" "$KEY") $(json_field error.code)"
 pf_eq "503 carries Retry-After" 1 "$(header Retry-After)"
 kill -TERM "$POOL_PID"
-sleep 0.5
-pf_ok "SIGTERM: no new connections" sh -c "! curl -s -m 2 -o /dev/null $API_URL/healthz"
+refused() { ! curl -s -m 2 -o /dev/null "$API_URL/healthz"; }
+pf_ok "SIGTERM: no new connections" pf_wait_for 15 refused
 pf_ok "SIGTERM: the request in flight is still waiting" kill -0 "$slow"
 echo "COMMIT;" >&7
 exec 7>&-

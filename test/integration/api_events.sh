@@ -23,7 +23,8 @@ claim() { worker "SELECT payflow.claim_step('$1', '$2', 'api-events-test')"; }
 complete() { worker "SELECT payflow.complete_step('$1', '$2', 'api-events-test', '{\"ok\": true}')"; }
 STEPS=$(q -c "SELECT string_agg(step_name, ' ' ORDER BY position) FROM payflow.step_definitions")
 
-api_start events 4810 PAYFLOW_POLL_INTERVAL_MS=600000 PAYFLOW_API_POOL_SIZE=4
+# keep-alive comments every 2 s (half the idle time-out) find vanished clients fast
+api_start events 4810 PAYFLOW_POLL_INTERVAL_MS=600000 PAYFLOW_API_POOL_SIZE=4 PAYFLOW_API_IDLE_TIMEOUT=4
 submit() { post_payment "$KEY" "$1" '{"amount": 7, "currency": "EUR"}' >/dev/null; json_field operationId; }
 statuses_in() { sed -n 's/^data: .*"status":"\([A-Z_]*\)".*/\1/p' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 history_of() { q -c "SELECT string_agg(to_status, ' ' ORDER BY id) FROM payflow.operation_history WHERE operation_id = '$1'"; }
@@ -118,6 +119,19 @@ pf_eq "every stream got its operation's whole history" "$((N_OPS * PER_OP))" "$(
 	echo $n)"
 pf_eq "cancelled ones end with CANCELLED" "$((N_OPS / 2 * PER_OP))" "$(grep -c ' CANCELLED$' "$API_DIR/many.out" || true)"
 pf_eq "completed ones end with COMPLETED" "$((N_OPS / 2 * PER_OP))" "$(grep -c ' COMPLETED$' "$API_DIR/many.out" || true)"
+
+# ---- clients that vanish (kill -9) while their streams wait: found by the
+# keep-alive comments, their streams freed
+op_gone=$(submit "$P-gone")
+node "$API_DIR/clients.mjs" "$API_URL" "$KEY" 30 "$op_gone" >"$API_DIR/gone.out" 2>&1 &
+gone=$!
+gone_open() { grep -q "^open 30" "$API_DIR/gone.out"; }
+pf_ok "30 streams open on one operation" pf_wait_for 30 gone_open
+streams_held() { [ "$(metric payflow_api_event_streams)" = "$1" ]; }
+pf_ok "/metrics counts them" pf_wait_for 15 streams_held 30
+kill -KILL "$gone"
+wait "$gone" 2>/dev/null || true
+pf_ok "the streams of vanished clients are freed" pf_wait_for 30 streams_held 0
 
 # ---- PostgreSQL restarts under an open stream: the hub reconnects, LISTENs
 # again, and the stream goes on (the poll is still 10 minutes away)

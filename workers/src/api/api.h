@@ -214,6 +214,8 @@ api_hub    *api_hub_start(api_context *ctx);
 /* End every stream and stop the hub's thread. */
 void		api_hub_close_streams(api_hub *hub);
 void		api_hub_stop(api_hub *hub);
+/* Streams the hub holds (open, or ended and not yet freed). */
+int			api_hub_stream_count(api_hub *hub);
 enum MHD_Result api_get_events(api_request *req);
 
 #endif							/* PAYFLOW_API_H */

@@ -517,3 +517,14 @@ api_hub_stop(api_hub *hub)
 	close(hub->wake_fd);
 	/* streams MHD still holds are freed with the daemon's responses */
 }
+
+int
+api_hub_stream_count(api_hub *hub)
+{
+	int			n;
+
+	pthread_mutex_lock(&hub->lock);
+	n = hub->n_streams;
+	pthread_mutex_unlock(&hub->lock);
+	return n;
+}

@@ -132,6 +132,9 @@ get_metrics(api_request *req)
 				   "# TYPE payflow_api_pool_size gauge\npayflow_api_pool_size %d\n",
 				   req->ctx->pool.in_use, req->ctx->pool.size);
 	pthread_mutex_unlock(&req->ctx->pool.lock);
+	pf_buf_appendf(&out, "# HELP payflow_api_event_streams Server-sent event streams held.\n"
+				   "# TYPE payflow_api_event_streams gauge\npayflow_api_event_streams %d\n",
+				   api_hub_stream_count(req->ctx->hub));
 	slot = api_pool_acquire(&req->ctx->pool);
 	if (slot != NULL)
 	{

@@ -190,7 +190,7 @@ while :; do
 	sleep 1
 done
 soak_now_ms
-say "quiet $(((SOAK_NOW - LOAD_END_MS) / 1000)) s after the load stopped"
+[ "$open" != 0 ] || say "quiet $(((SOAK_NOW - LOAD_END_MS) / 1000)) s after the load stopped"
 
 # ---- the last purge: everything past its retention goes ----
 sleep "$(($(q -c "SELECT extract(epoch FROM current_setting('payflow.retention_payloads')::interval)::int") + 1))"

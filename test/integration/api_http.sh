@@ -189,6 +189,28 @@ api_status=0
 wait "$POOL_PID" || api_status=$?
 pf_eq "SIGTERM: exit 0 after the drain" 0 "$api_status"
 
+# ---- kill -9 with a POST in flight: the client retries the same request
+# and gets one operation, whether or not the first attempt committed
+api_start crash 4803
+CRASH_PID=$API_PID
+( pf_psql -q <"$lock_fifo" >/dev/null 2>&1 ) &
+exec 7>"$lock_fifo"
+echo "BEGIN; LOCK TABLE payflow.api_keys IN ACCESS EXCLUSIVE MODE;" >&7
+pf_ok "a session holds payflow.api_keys again" pf_wait_for 10 locked
+curl -s -o /dev/null -m 30 -X POST -H "Authorization: Bearer $KEY" \
+	--data-binary "{\"paymentId\":\"$P-crash\",\"details\":{\"amount\":9}}" "$API_URL/payments" &
+crash_client=$!
+pf_ok "a POST waits in the database" pf_wait_for 10 waiting
+kill -KILL "$CRASH_PID"
+wait "$CRASH_PID" 2>/dev/null || true
+wait "$crash_client" 2>/dev/null || true
+echo "COMMIT;" >&7
+exec 7>&-
+api_start crash-again 4804
+pf_eq "the client's retry after the crash: 202" 202 "$(post_payment "$KEY" "$P-crash" '{"amount":9}')"
+pf_eq "... and exactly one operation for it" 1 "$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id = '$P-crash'")"
+api_stop "$API_PID"
+
 # ---- PostgreSQL stopped: /readyz 503, POST 503; started: 200 again
 pf_cluster_stop
 API_URL=http://127.0.0.1:4800	# the main instance; the pool's is gone

@@ -31,7 +31,7 @@ q() { pf_psql -Atq "$@"; }
 api_init() {
 	API_DIR=$(mktemp -d "/tmp/payflow-$1.XXXXXX")
 	API_RUN=$1-$(date +%s)-$$
-	trap api_cleanup EXIT
+	trap 'if [ $? -eq 0 ]; then api_cleanup; else api_cleanup failed; fi' EXIT
 	[ -x "$API_BIN" ] || { echo "not ok - $API_BIN is missing (make -C workers)"; exit 1; }
 	q -c "DO \$\$ BEGIN
 			IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pf_api') THEN
@@ -50,6 +50,12 @@ api_cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 	done
 	if declare -F api_test_cleanup >/dev/null; then api_test_cleanup; fi
+	# a failure shows what the API said
+	if [ "${PF_FAILURES:-0}" -ne 0 ] || [ "${1:-}" = failed ]; then
+		for log in "$API_DIR"/api-*.log; do
+			[ -f "$log" ] && { echo "# --- $log"; tail -n 20 "$log" | sed 's/^/# /'; }
+		done
+	fi
 	# no worker will take these operations: keep relays of other tests off them
 	for t in "${API_TENANTS[@]}"; do
 		q -c "BEGIN" -c "SELECT payflow.authenticate(payflow.create_api_key('$t', 'cleanup'))" \
@@ -70,6 +76,11 @@ api_healthy() { curl -sf -o /dev/null "$1/healthz"; }
 api_start() {
 	local name=$1 port=$2
 	shift 2
+	# a process left on the port would answer in our place
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "not ok - port $port is free for payflow-api $name"
+		exit 1
+	fi
 	env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" "$API_BIN" 2>>"$API_DIR/api-$name.log" &
 	API_PID=$!
 	API_PIDS+=("$API_PID")

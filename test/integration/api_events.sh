@@ -25,7 +25,12 @@ STEPS=$(q -c "SELECT string_agg(step_name, ' ' ORDER BY position) FROM payflow.s
 
 # keep-alive comments every 2 s (half the idle time-out) find vanished clients fast
 api_start events 4810 PAYFLOW_POLL_INTERVAL_MS=600000 PAYFLOW_API_POOL_SIZE=4 PAYFLOW_API_IDLE_TIMEOUT=4
-submit() { post_payment "$KEY" "$1" '{"amount": 7, "currency": "EUR"}' >/dev/null; json_field operationId; }
+submit() {
+	local code
+	code=$(post_payment "$KEY" "$1" '{"amount": 7, "currency": "EUR"}')
+	[ "$code" = 202 ] || { echo "not ok - POST /payments for $1: $code $(cat "$API_DIR/body")" >&2; exit 1; }
+	json_field operationId
+}
 statuses_in() { sed -n 's/^data: .*"status":"\([A-Z_]*\)".*/\1/p' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 history_of() { q -c "SELECT string_agg(to_status, ' ' ORDER BY id) FROM payflow.operation_history WHERE operation_id = '$1'"; }
 stream_has() { grep -q "\"status\":\"$2\"" "$1"; }

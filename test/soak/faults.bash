@@ -119,7 +119,8 @@ soak_send_poison() {
 		q=$((SOAK_POISON_COUNT % 3))
 		other=$(((q + 1) % 3))
 		queue=${queues[$q]}
-		marker="soak-poison-$SOAK_SEED-$SOAK_POISON_COUNT"
+		# the x ends the number: marker 1 must not match inside marker 12
+		marker="soak-poison-$SOAK_SEED-${SOAK_POISON_COUNT}x"
 		uuid=$(cat /proc/sys/kernel/random/uuid)
 		# well-formed (pay_ + 26 Crockford base32), never issued: payflow's ids start with 0
 		fake_op=$(printf 'pay_7ZZZZZZZZZZZZZZZZZZZZ%03d' $((SOAK_POISON_COUNT % 1000)))

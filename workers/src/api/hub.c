@@ -396,6 +396,7 @@ hub_main(void *arg)
 	api_context *ctx = hub->ctx;
 	int64_t		next_poll = 0;
 	int64_t		next_keepalive = pf_now_ms() + hub->keepalive_ms;
+	bool		again = false;	/* a notification came in during a query */
 	pf_error	err;
 
 	if (pf_pg_listen(hub->pg, LISTEN_CHANNEL, &err) != PF_OK && !*ctx->stop)
@@ -407,7 +408,7 @@ hub_main(void *arg)
 		int			nfds = 0;
 		int64_t		now = pf_now_ms();
 		int64_t		wake_at = next_poll < next_keepalive ? next_poll : next_keepalive;
-		bool		due = false;
+		bool		due = again;
 		bool		stopping;
 		int			count = 0;
 
@@ -426,6 +427,9 @@ hub_main(void *arg)
 		}
 		else if (now + RECONNECT_MS < wake_at)
 			wake_at = now + RECONNECT_MS;	/* disconnected: retry soon */
+		if (again)
+			wake_at = now;
+		again = false;
 		if (poll(fds, (nfds_t) nfds, wake_at > now ? (int) (wake_at - now) : 0) < 0 && errno != EINTR)
 			pf_log_warn(NULL, "events: poll failed: %s", strerror(errno));
 		if (fds[0].revents & POLLIN)
@@ -452,8 +456,20 @@ hub_main(void *arg)
 		if (pf_pg_socket(hub->pg) < 0)
 			due = true;
 		reap(hub);
-		if (due && hub->n_streams > 0 && !refresh(hub) && next_poll > now + RECONNECT_MS)
-			next_poll = now + RECONNECT_MS;
+		if (due && hub->n_streams > 0)
+		{
+			if (!refresh(hub) && next_poll > now + RECONNECT_MS)
+				next_poll = now + RECONNECT_MS;
+
+			/*
+			 * libpq read any NOTIFY that arrived while the queries ran into
+			 * its queue, off the socket: poll() would not see it. Look now,
+			 * and query again at once if there was one.
+			 */
+			if (pf_pg_socket(hub->pg) >= 0 &&
+				pf_pg_take_notifications(hub->pg, &count, &err) == PF_OK && count > 0)
+				again = true;
+		}
 		if (now >= next_keepalive)
 		{
 			keepalive(hub);

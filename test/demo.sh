@@ -27,6 +27,7 @@ INVOICE_PORT=${PAYFLOW_DEMO_INVOICE_PORT:-4590}
 
 source test/lib/deps.sh
 source test/lib/cluster.sh
+source test/lib/proc.sh
 
 say() { printf '\033[1m%s\033[0m\n' "$*"; }
 q() { pf_psql -Atq "$@"; }
@@ -34,7 +35,7 @@ q() { pf_psql -Atq "$@"; }
 PIDS=()
 stop_all() {
 	local pid
-	for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	pf_kill_ours TERM "${PIDS[@]}"
 	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 	test/fixtures/invoice-api/stop.sh >/dev/null 2>&1 || true
 	test/emulator/stop.sh >/dev/null 2>&1 || true

@@ -23,14 +23,16 @@ pf_cluster_start
 
 failed=0
 run_tier() {
-	local name=$1
+	local name=$1 started=$SECONDS
 	shift
 	echo "== $name"
 	if ! "$@"; then
 		echo "!! $name FAILED"
 		failed=1
 	fi
+	timings+=("$((SECONDS - started)) s  $name")
 }
+timings=()
 
 run_tier "workers: unit tests (config, SigV4 vectors, events, clients)" make -s -C workers check
 run_tier "emulator: SQS/S3 behind the SigV4 front" test/emulator/selftest.sh
@@ -43,6 +45,9 @@ for t in test/integration/*.sh; do
 	[ -e "$t" ] || continue
 	run_tier "$(basename "$t" .sh)" "$t"
 done
+
+echo "== time per tier"
+printf '%s\n' "${timings[@]}"
 
 if [ $failed -ne 0 ]; then
 	for f in regression.diffs test/isolation/output_iso/regression.diffs; do

@@ -12,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/assert.sh
+source test/lib/proc.sh
 
 BIN=workers/bin
 for b in payflow-relay payflow-worker; do
@@ -22,7 +23,7 @@ PIDS=()
 cleanup() {
 	local pid
 	for pid in "${PIDS[@]}"; do
-		kill -9 "$pid" 2>/dev/null || true
+		pf_kill_ours 9 "$pid"
 		wait "$pid" 2>/dev/null || true
 	done
 	rm -rf "$DIR"

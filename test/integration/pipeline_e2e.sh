@@ -32,6 +32,7 @@ cd "$(dirname "$0")/../.."
 REPO=$PWD
 source test/lib/cluster.sh
 source test/lib/assert.sh
+source test/lib/proc.sh
 
 N=${PIPELINE_OPERATIONS:-300}
 TIMEOUT=${PIPELINE_TIMEOUT:-110}
@@ -51,8 +52,8 @@ DIR=$(mktemp -d /tmp/payflow-pipeline-e2e.XXXXXX)
 PIDS=()
 cleanup() {
 	local pid
+	pf_kill_ours 9 "${PIDS[@]}"
 	for pid in "${PIDS[@]}"; do
-		kill -9 "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
 	for pid in "${PIDS[@]}"; do

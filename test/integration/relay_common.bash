@@ -10,6 +10,8 @@
 source test/lib/cluster.sh
 # shellcheck source=../lib/assert.sh
 source test/lib/assert.sh
+# shellcheck source=../lib/proc.sh
+source test/lib/proc.sh
 
 relay_pids=()
 
@@ -30,9 +32,7 @@ relay_init() {
 
 relay_cleanup() {
 	local pid
-	for pid in "${relay_pids[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+	pf_kill_ours KILL "${relay_pids[@]}"
 	if declare -F relay_test_cleanup >/dev/null; then relay_test_cleanup; fi
 	# no worker will ever take these operations: keep the scheduler from re-emitting them
 	pf_psql -Atqc "SELECT count(payflow.cancel(id, 'relay test over')) FROM payflow.operations

@@ -18,6 +18,8 @@ WK_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$WK_REPO"
 # shellcheck source=../lib/cluster.sh
 source test/lib/cluster.sh
+# shellcheck source=../lib/proc.sh
+source test/lib/proc.sh
 # shellcheck source=../lib/assert.sh
 source test/lib/assert.sh
 
@@ -71,8 +73,9 @@ wk_init() {
 wk_cleanup() {
 	local pid user
 	user=$(id -un)
+	pf_kill_ours 9 "${WK_PIDS[@]}"
 	for pid in "${WK_PIDS[@]}"; do
-		wk_kill9 "$pid"
+		wait "$pid" 2>/dev/null || true
 	done
 	# psqlODBC's CommLog (on in Debian's odbcinst.ini): one file per process
 	for pid in "${WK_PIDS[@]}"; do
@@ -117,7 +120,7 @@ wk_start_worker() {
 
 # wk_kill9 PID: as a crash would, and quietly (no "Killed" line from bash)
 wk_kill9() {
-	kill -9 "$1" 2>/dev/null || true
+	pf_kill_ours 9 "$1"
 	wait "$1" 2>/dev/null || true
 }
 

@@ -24,7 +24,7 @@ soak_invoice_fault() {
 soak_pause_workers() {
 	local name
 	for name in payment postprocess invoice; do
-		[ "${SOAK_DOWN_UNTIL[$name]}" != 0 ] || kill "-$1" "${SOAK_PID[$name]}" 2>/dev/null || true
+		[ "${SOAK_DOWN_UNTIL[$name]}" != 0 ] || pf_kill_ours "$1" "${SOAK_PID[$name]}"
 	done
 }
 

@@ -67,6 +67,7 @@ DRAIN_S=${SOAK_DRAIN_SECONDS:-240}
 
 source test/lib/cluster.sh
 source test/lib/assert.sh
+source test/lib/proc.sh
 for f in prng plan stack faults load sampler collect; do
 	source "test/soak/$f.bash"
 done
@@ -87,7 +88,7 @@ on_exit() {
 	local pid
 	touch "$SOAK_DIR/stop-load" "$SOAK_DIR/stop-sampler"
 	for pid in "${BG_PIDS[@]}"; do
-		kill "$pid" 2>/dev/null || true
+		pf_kill_ours TERM "$pid"
 		wait "$pid" 2>/dev/null || true
 	done
 	soak_stack_down

@@ -129,7 +129,7 @@ soak_alive() {
 
 soak_kill9() {
 	local name=$1 down_ms=$2 pid=${SOAK_PID[$1]}
-	kill -9 "$pid" 2>/dev/null || true
+	pf_kill_ours 9 "$pid"
 	wait "$pid" 2>/dev/null || true
 	soak_now_ms
 	SOAK_DOWN_UNTIL[$name]=$((SOAK_NOW + down_ms))
@@ -156,7 +156,7 @@ soak_stack_down() {
 	local pid user
 	user=$(id -un)
 	for pid in "${SOAK_ALL_PIDS[@]}"; do
-		kill -9 "$pid" 2>/dev/null || true
+		pf_kill_ours 9 "$pid"
 		wait "$pid" 2>/dev/null || true
 		# psqlODBC's CommLog (on in Debian's odbcinst.ini): one file per process
 		rm -f "/tmp/psqlodbc_payflow-worker_$user$pid.log"

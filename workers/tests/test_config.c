@@ -163,6 +163,9 @@ test_invalid(void)
 	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_QUEUE_URLS: destination a given twice");
 	setenv("PAYFLOW_QUEUE_URLS", "a=ftp://x/q", 1);
 	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_QUEUE_URLS: a: expected an http:// or https:// queue URL");
+	/* the wrong separator must not pass as one odd URL */
+	setenv("PAYFLOW_QUEUE_URLS", "a=http://x/q;b=http://x/r", 1);
+	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_QUEUE_URLS: a: a queue URL holds no space, ';' or '=' (separate pairs with ',')");
 
 	relay_env();
 	setenv("PAYFLOW_CONCURRENCY", "lots", 1);

@@ -381,6 +381,13 @@ pf_queue_map_parse(const char *text, pf_queue_map *map, char *why, size_t why_le
 			ok = false;
 			break;
 		}
+		/* "a=u1;b=u2" would otherwise pass as one odd URL */
+		if (strpbrk(url, " \t;=") != NULL)
+		{
+			snprintf(why, why_len, "%s: a queue URL holds no space, ';' or '=' (separate pairs with ',')", dest);
+			ok = false;
+			break;
+		}
 		if (pf_queue_map_find(map, dest) != NULL)
 		{
 			snprintf(why, why_len, "destination %s given twice", dest);
@@ -674,6 +681,31 @@ pf_config_load(pf_config *cfg, unsigned programs, char *error, size_t error_len)
 	return ok;
 }
 
+/*
+ * A misspelt PAYFLOW_* variable would otherwise be ignored in silence and its
+ * default used: name each one at start-up (names only, never values).  The
+ * config file already refuses unknown names.
+ */
+static void
+warn_unknown_variables(void)
+{
+	extern char **environ;
+
+	for (char **e = environ; e && *e; e++)
+	{
+		const char *eq = strchr(*e, '=');
+		char		name[128];
+
+		if (strncmp(*e, "PAYFLOW_", 8) != 0 || eq == NULL || (size_t) (eq - *e) >= sizeof(name))
+			continue;
+		memcpy(name, *e, (size_t) (eq - *e));
+		name[eq - *e] = '\0';
+		if (strcmp(name, CONFIG_FILE_VAR) != 0 && find_setting(name) == NULL)
+			pf_log_write(PF_LOG_WARN, NULL, json_pack("{s:s}", "variable", name),
+						 "%s is not a payflow setting and is ignored (a typo?)", name);
+	}
+}
+
 void
 pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs)
 {
@@ -685,6 +717,7 @@ pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs)
 		exit(2);
 	}
 	pf_log_init(progname, (pf_log_level) cfg->log_level);
+	warn_unknown_variables();
 }
 
 void

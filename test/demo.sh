@@ -1,21 +1,26 @@
 #!/bin/bash
 # make demo: the whole pipeline on this machine, end to end.
 #
-# Starts a throwaway PostgreSQL cluster (payflow + pg_cron, purge scheduled
-# through payflow.schedule_purge), the local SQS/S3 emulator with its queues
-# and DLQs, the legacy DBMS fixture (reached through psqlODBC), the invoice
-# API stand-in, the relay and the workers; submits payments with transient
-# faults and one permanent fault injected; shows live progress until every
-# operation has settled; prints a summary; stops everything.
+# Starts a throwaway PostgreSQL cluster (payflow + pg_cron, installed with
+# deploy/sql/install.sql: login roles, purge scheduled), the local SQS/S3
+# emulator with its queues and DLQs, the legacy DBMS fixture (reached
+# through psqlODBC), the invoice API stand-in, a webhook receiver, the relay,
+# the workers (payment, postprocess, invoice, webhook) and the HTTP edge;
+# submits payments in SQL and over HTTP with transient faults and one
+# permanent fault injected; follows one over server-sent events; shows live
+# progress until every operation has settled; prints a summary; stops
+# everything.
 #
 #   make demo                 # as root on a fresh Debian 12 machine
 #   make demo KEEP=1          # leave the stack running, print how to use it
-#   make demo PAYMENTS=500
+#   make demo PAYMENTS=500 API_PAYMENTS=50
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
 PAYMENTS=${PAYMENTS:-300}
+API_PAYMENTS=${API_PAYMENTS:-20}
+TOTAL=$((PAYMENTS + API_PAYMENTS))
 KEEP=${KEEP:-0}
 export PF_PGPORT=${PF_DEMO_PGPORT:-54359}
 export PF_CLUSTER_DIR=/tmp/payflow-demo-cluster
@@ -24,6 +29,10 @@ export PAYFLOW_EMULATOR_PORT=${PAYFLOW_DEMO_EMULATOR_PORT:-4600}
 export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
 export PAYFLOW_EMULATOR_RUN_DIR=$RUN/emulator
 INVOICE_PORT=${PAYFLOW_DEMO_INVOICE_PORT:-4590}
+export PAYFLOW_WEBHOOK_RECEIVER_PORT=${PAYFLOW_DEMO_WEBHOOK_PORT:-4591}
+export PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$RUN/webhook-receiver
+API_PORT=${PAYFLOW_DEMO_API_PORT:-4592}
+API=http://127.0.0.1:$API_PORT
 
 source test/lib/deps.sh
 source test/lib/cluster.sh
@@ -38,6 +47,7 @@ stop_all() {
 	pf_kill_ours TERM "${PIDS[@]}"
 	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 	test/fixtures/invoice-api/stop.sh >/dev/null 2>&1 || true
+	test/fixtures/webhook-receiver/stop.sh >/dev/null 2>&1 || true
 	test/emulator/stop.sh >/dev/null 2>&1 || true
 	pf_cluster_destroy
 }
@@ -52,7 +62,10 @@ say "== starting PostgreSQL 15 with payflow and pg_cron (port $PF_PGPORT)"
 pf_cluster_destroy
 if [ "$KEEP" != 1 ]; then trap stop_all EXIT; fi
 pf_cluster_start
-echo "purge scheduled with pg_cron: job $(q -c "SELECT payflow.schedule_purge('*/5 * * * *')")"
+# the production install script: login roles payflow_api / payflow_edge /
+# payflow_monitor, purge scheduled with pg_cron
+PGOPTIONS="-c client_min_messages=warning" q -f deploy/sql/install.sql >/dev/null
+echo "installed with deploy/sql/install.sql; purge scheduled with pg_cron: job $(q -c "SELECT jobid FROM cron.job WHERE jobname = 'payflow-purge'")"
 # short retries so the demo's transient faults resolve in seconds, not minutes
 q -c "ALTER SYSTEM SET payflow.retry_base_delay = '1s'" -c "ALTER SYSTEM SET payflow.retry_max_delay = '5s'" \
 	-c "SELECT pg_reload_conf()" >/dev/null
@@ -65,13 +78,22 @@ echo "queues: $(echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed 's/=.*//' | tr '\
 say "== starting the legacy DBMS fixture (database legacy, through psqlODBC)"
 export PAYFLOW_LEGACY_ODBC
 PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh --reset)
-export PAYFLOW_DATABASE_URL="postgresql://postgres@127.0.0.1:$PF_PGPORT/$PF_DB"
+# the edge processes log in as the roles install.sql made: no superuser
+export PAYFLOW_DATABASE_URL="postgresql://payflow_edge@127.0.0.1:$PF_PGPORT/$PF_DB"
 export PAYFLOW_LOG_LEVEL=${PAYFLOW_LOG_LEVEL:-info}
 
 if [ -x test/fixtures/invoice-api/start.sh ]; then
 	say "== starting the invoice API stand-in (port $INVOICE_PORT)"
 	PAYFLOW_INVOICE_API_PORT=$INVOICE_PORT test/fixtures/invoice-api/start.sh >/dev/null
 fi
+
+say "== a tenant for the HTTP edge: an API key, and a webhook to a receiver that checks signatures (port $PAYFLOW_WEBHOOK_RECEIVER_PORT)"
+eval "$(test/fixtures/webhook-receiver/start.sh 2>"$RUN/webhook-receiver-start.log")"
+API_KEY=$(q -c "SELECT payflow.create_api_key('demo-shop', 'demo')")
+HOOK_SECRET=$(q -c "SELECT payflow.set_webhook('demo-shop', '$PAYFLOW_WEBHOOK_RECEIVER_URL/demo-shop')")
+curl -fsS -X POST -H 'Content-Type: application/json' -d "{\"path\":\"/demo-shop\",\"secret\":\"$HOOK_SECRET\"}" \
+	"$PAYFLOW_WEBHOOK_RECEIVER_URL/_secrets" >/dev/null
+echo "tenant demo-shop: API key ${API_KEY:0:8}…, webhook $PAYFLOW_WEBHOOK_RECEIVER_URL/demo-shop (secret ${HOOK_SECRET:0:10}…)"
 
 start_process() {
 	local name=$1
@@ -100,7 +122,14 @@ if [ -x workers/bin/payflow-worker ]; then
 			ROLES="$ROLES $role"
 		fi
 	done
+	PAYFLOW_QUEUE_URL=$(queue_of operation-events) PAYFLOW_WORKER_ID=demo-webhook PAYFLOW_WEBHOOK_ALLOW_HTTP=true \
+		PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS=1 \
+		start_process worker-webhook workers/bin/payflow-worker --role webhook
 fi
+PAYFLOW_DATABASE_URL="postgresql://payflow_api@127.0.0.1:$PF_PGPORT/$PF_DB" PAYFLOW_LISTEN=127.0.0.1:$API_PORT \
+	start_process api workers/bin/payflow-api
+for _ in $(seq 1 50); do curl -fsS "$API/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+echo "payflow-api: $API (ready: $(curl -s -o /dev/null -w '%{http_code}' "$API/readyz"))"
 # The step the demo waits for: the last one whose role runs here.
 case "$ROLES" in
 	*invoice*) FINAL=COMPLETED ;;
@@ -110,7 +139,7 @@ case "$ROLES" in
 esac
 [ "$FINAL" = COMPLETED ] || echo "note: roles running:${ROLES:- none}; operations settle at $FINAL in this build"
 
-say "== submitting $PAYMENTS payments"
+say "== submitting $PAYMENTS payments in SQL and $API_PAYMENTS over HTTP"
 # Faults: transient ones in the legacy DBMS (retried with backoff) and in
 # the invoice API (503, retried), and one permanent rejection (card declined).
 RETRIED=demo-7
@@ -121,6 +150,22 @@ pf_psql -d legacy -Atq -c "SELECT set_fault('transient', payment_id => '$RETRIED
 curl -fsS -X POST -H 'Content-Type: application/json' -d '{"mode":"status","status":503,"count":3}' \
 	"http://127.0.0.1:$INVOICE_PORT/_faults" >/dev/null || echo "note: could not inject invoice API faults"
 START=$(date +%s.%N)
+# post_payment N [curl options]
+post_payment() {
+	local n=$1
+	shift
+	curl -sS -X POST "$API/payments" -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' \
+		-H "X-Correlation-Id: api-req-$n" -d "{\"paymentId\":\"api-$n\",\"details\":{\"amount\":$((200 + n)),\"currency\":\"EUR\",\"customer\":\"C-api\"}}" "$@"
+}
+if [ "$API_PAYMENTS" -gt 0 ]; then
+	echo "POST /payments (the first one, in full):"
+	post_payment 1 -i | tr -d '\r' | grep -E '^HTTP|^Location|^Retry-After|^\{' | sed 's/^/    /'
+	FIRST_API_OP=$(q -c "SELECT id FROM payflow.operations WHERE tenant = 'demo-shop' AND payment_id = 'api-1'")
+	# follow it live over server-sent events until it is terminal
+	curl -sN -m 120 -H "Authorization: Bearer $API_KEY" "$API/operations/$FIRST_API_OP/events" >"$RUN/events.sse" 2>/dev/null &
+	SSE_PID=$!
+	for n in $(seq 2 "$API_PAYMENTS"); do post_payment "$n" -o /dev/null; done
+fi
 for batch in $(seq 0 9); do
 	q -c "SELECT count(payflow.submit('demo-' || n,
 			jsonb_build_object('amount', 100 + n, 'currency', 'EUR', 'customer', 'C-' || (n % 17)),
@@ -140,8 +185,8 @@ deadline=$((SECONDS + ${DEMO_TIMEOUT:-300}))
 while :; do
 	line=$(q -c "SELECT string_agg(status || ' ' || n, '  ' ORDER BY status) FROM (SELECT status, count(*) n FROM payflow.operations GROUP BY 1) s")
 	settled=$(q -c "$settled_sql")
-	printf '\r%s  %-90s' "$(bar "$settled" "$PAYMENTS")" "$line"
-	[ "$settled" -ge "$PAYMENTS" ] && break
+	printf '\r%s  %-90s' "$(bar "$settled" "$TOTAL")" "$line"
+	[ "$settled" -ge "$TOTAL" ] && break
 	if [ $SECONDS -ge $deadline ]; then echo; echo "demo: not settled after ${DEMO_TIMEOUT:-300}s"; break; fi
 	sleep 0.5
 done
@@ -153,7 +198,7 @@ q -F ' ' <<-SQL
 	SELECT 'operations submitted:      ' || count(*) FROM payflow.operations;
 	SELECT 'settled at $FINAL:' || repeat(' ', greatest(1, 9 - length('$FINAL'))) || count(*) FILTER (WHERE status = '$FINAL' OR status = 'COMPLETED') FROM payflow.operations;
 	SELECT 'failed:                    ' || count(*) FILTER (WHERE status = 'FAILED') FROM payflow.operations;
-	SELECT 'throughput:                ' || round($PAYMENTS / $ELAPSED, 1) || ' operations/s over ${ELAPSED}s';
+	SELECT 'throughput:                ' || round($TOTAL / $ELAPSED, 1) || ' operations/s over ${ELAPSED}s';
 	WITH t AS (SELECT o.id, extract(epoch FROM h.at - o.created_at) AS s
 				 FROM payflow.operations o JOIN payflow.operation_history h ON h.operation_id = o.id AND h.to_status = '$FINAL')
 	SELECT 'submit to $FINAL:' || repeat(' ', greatest(1, 9 - length('$FINAL'))) || 'p50 ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY s)::numeric, 3)
@@ -164,6 +209,23 @@ q -F ' ' <<-SQL
 if [ -n "$ROLES" ]; then
 	echo "legacy charges:            $(pf_psql -d legacy -Atqc "SELECT charge_count()") (duplicates: $(pf_psql -d legacy -Atqc "SELECT count(*) FROM duplicate_charges()"))"
 	echo "invoices:                  $(curl -fsS "http://127.0.0.1:$INVOICE_PORT/_stats" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(j.invoices+" (replays answered: "+j.duplicatesAvoided+")")})')"
+fi
+
+if [ "$API_PAYMENTS" -gt 0 ]; then
+	terminal_api=$(q -c "SELECT count(*) FROM payflow.operations WHERE tenant = 'demo-shop' AND terminal_at IS NOT NULL")
+	hooks() { curl -fsS "$PAYFLOW_WEBHOOK_RECEIVER_URL/_deliveries?path=/demo-shop" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(j.uniqueEventIds+" "+j.signatureFailures)})'; }
+	for _ in $(seq 1 60); do set -- $(hooks); [ "$1" -ge "$terminal_api" ] && break; sleep 0.5; done
+	echo "webhooks:                  $1 of $terminal_api terminal HTTP operations delivered, signatures verified by the receiver ($2 refused)"
+
+	say "== GET /operations/{id} of the first HTTP payment"
+	curl -sS -H "Authorization: Bearer $API_KEY" "$API/operations/$FIRST_API_OP" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s),null,2)))'
+	say "== GET /operations/{id}/events: what its event stream received"
+	wait "$SSE_PID" 2>/dev/null || true
+	grep -E '^(event|id|data):' "$RUN/events.sse" | sed 's/^/    /' | head -40
+	say "== GET /operations/{id} with another tenant's key, and with no key"
+	OTHER_KEY=$(q -c "SELECT payflow.create_api_key('other-shop', 'demo')")
+	echo "    other tenant: $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $OTHER_KEY" "$API/operations/$FIRST_API_OP") (as if unknown)"
+	echo "    no key:       $(curl -s -w ' %{http_code}' "$API/operations/$FIRST_API_OP")"
 fi
 
 say "== payflow.status() of the declined payment ($DECLINED)"
@@ -180,9 +242,13 @@ if [ "$KEEP" = 1 ]; then
 	cat <<-EOF
 	psql:      psql -h $PGHOST -p $PF_PGPORT -U postgres $PF_DB
 	submit:    SELECT payflow.submit('my-payment', '{"amount": 10, "currency": "EUR"}');
+	http:      curl -i -X POST $API/payments -H 'Authorization: Bearer $API_KEY' \\
+	             -d '{"paymentId":"my-http-payment","details":{"amount":10,"currency":"EUR"}}'
+	webhooks:  curl $PAYFLOW_WEBHOOK_RECEIVER_URL/_deliveries?path=/demo-shop
 	queues:    $PAYFLOW_QUEUE_URLS
 	logs:      $RUN/*.log
-	stop:      kill ${PIDS[*]}; test/fixtures/invoice-api/stop.sh; PAYFLOW_EMULATOR_RUN_DIR=$RUN/emulator test/emulator/stop.sh; \\
+	stop:      kill ${PIDS[*]}; test/fixtures/invoice-api/stop.sh; PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$RUN/webhook-receiver test/fixtures/webhook-receiver/stop.sh; \\
+	           PAYFLOW_EMULATOR_RUN_DIR=$RUN/emulator test/emulator/stop.sh; \\
 	           PF_PGPORT=$PF_PGPORT PF_CLUSTER_DIR=$PF_CLUSTER_DIR bash -c 'source test/lib/cluster.sh; pf_cluster_destroy'
 	EOF
 fi

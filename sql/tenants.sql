@@ -36,7 +36,24 @@ SELECT * FROM pf_try(format($$SELECT payflow.cancel(%L)$$, :'op_a'));
 SELECT count(*) AS changes_of_a_seen_by_b FROM payflow.changes(ARRAY[:'op_a', :'op_b']) c WHERE c.operation_id = :'op_a';
 SELECT count(*) AS changes_of_b FROM payflow.changes(ARRAY[:'op_a', :'op_b']) c WHERE c.operation_id = :'op_b';
 COMMIT;
+-- Without a bound tenant: an application role sees only tenant '' ...
+CREATE ROLE regress_plain_app IN ROLE payflow_app;
+SET ROLE regress_plain_app;
 SELECT * FROM pf_try(format($$SELECT payflow.status(%L)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.history(%L)$$, :'op_a'));
+RESET ROLE;
+DROP ROLE regress_plain_app;
+-- ... an administrator (here the superuser, or SET ROLE to a payflow_admin
+-- member) every tenant's, so operators can look any operation up
+SELECT payflow.status(:'op_a') ->> 'paymentId' AS admin_sees_it;
+CREATE ROLE regress_admin IN ROLE payflow_admin;
+SET ROLE regress_admin;
+SELECT payflow.status(:'op_a') ->> 'paymentId' AS admin_role_sees_it;
+SELECT count(*) AS admin_changes FROM payflow.changes(ARRAY[:'op_a', :'op_b']);
+RESET ROLE;
+DROP ROLE regress_admin;
+-- ... unless it binds a tenant itself
+SELECT * FROM pf_try(format($$SELECT payflow.status(%L) FROM payflow.authenticate(%L)$$, :'op_a', :'key_b'));
 SELECT status FROM payflow.operations WHERE id = :'op_a';
 
 -- changes(): the transitions after a history id, per operation, terminal flagged.

@@ -72,6 +72,11 @@ CREATE FUNCTION payflow._status_changed() RETURNS void
 CREATE FUNCTION payflow._current_tenant() RETURNS text
 	AS 'MODULE_PATHNAME', 'payflow_current_tenant' LANGUAGE C STABLE PARALLEL RESTRICTED;
 
+-- The role the caller acts as (login role or SET ROLE), also inside a
+-- SECURITY DEFINER function, where current_user is the owner.
+CREATE FUNCTION payflow._outer_role() RETURNS text
+	AS 'MODULE_PATHNAME', 'payflow_outer_role' LANGUAGE C STABLE;
+
 -- Binds a tenant to the current transaction; only authenticate() calls it.
 CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
 	AS 'MODULE_PATHNAME', 'payflow_set_tenant' LANGUAGE C VOLATILE STRICT;
@@ -347,6 +352,19 @@ BEGIN
 				  DETAIL = 'An operation id is "pay_" followed by 26 characters of Crockford base32.';
 	END IF;
 END
+$$;
+
+-- Whether the caller may see an operation of this tenant: one of the
+-- tenant authenticate() bound to the transaction ('' when none), or, for an
+-- administrator (a member of payflow_admin, superusers included) who bound
+-- none, every tenant's, so that operators can look up any operation.  The
+-- caller's role decides (login or SET ROLE), not the functions' owner.
+CREATE FUNCTION payflow._visible(op_tenant text) RETURNS boolean
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT op_tenant = payflow._current_tenant()
+		   OR (payflow._current_tenant() = ''
+			   AND pg_has_role(payflow._outer_role(), 'payflow_admin', 'USAGE'))
 $$;
 
 CREATE FUNCTION payflow._unknown_operation(operation_id text) RETURNS void
@@ -770,7 +788,7 @@ END
 $$;
 
 -- The status document of an operation of the current tenant (another
--- tenant's operation is reported like an unknown one: PF003).
+-- tenant's operation is reported like an unknown one: PF003; see _visible).
 CREATE FUNCTION payflow.status(operation_id text) RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -796,7 +814,7 @@ BEGIN
 	  INTO v_doc
 	  FROM payflow.operations o
 	  LEFT JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
-	 WHERE o.id = status.operation_id AND o.tenant = payflow._current_tenant();
+	 WHERE o.id = status.operation_id AND payflow._visible(o.tenant);
 	IF v_doc IS NULL THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
@@ -813,7 +831,7 @@ CREATE FUNCTION payflow.history(operation_id text)
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	IF NOT EXISTS (SELECT FROM payflow.operations o
-				    WHERE o.id = history.operation_id AND o.tenant = payflow._current_tenant()) THEN
+				    WHERE o.id = history.operation_id AND payflow._visible(o.tenant)) THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
 	RETURN QUERY
@@ -838,7 +856,7 @@ BEGIN
 		PERFORM payflow._require_text('reason', reason, 500);
 	END IF;
 	o := payflow._lock_operation(operation_id);
-	IF o.tenant <> payflow._current_tenant() THEN
+	IF NOT payflow._visible(o.tenant) THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
 	IF o.status = 'CANCELLED' THEN
@@ -908,7 +926,7 @@ BEGIN
 		  FROM payflow.operations o
 		  JOIN payflow.operation_history h ON h.operation_id = o.id
 		 WHERE o.id = ANY (changes.operation_ids)
-		   AND o.tenant = payflow._current_tenant()
+		   AND payflow._visible(o.tenant)
 		   AND h.id > coalesce(changes.after_id, 0)
 		 ORDER BY h.operation_id, h.id;
 END

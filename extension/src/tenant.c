@@ -20,6 +20,7 @@
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
@@ -135,4 +136,18 @@ payflow_set_tenant(PG_FUNCTION_ARGS)
 	memcpy(current_tenant, VARDATA_ANY(tenant), len);
 	current_tenant[len] = '\0';
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(payflow_outer_role);
+
+/*
+ * payflow._outer_role(): the role the caller acts as (its login role, or
+ * the one it SET ROLE to).  Inside a SECURITY DEFINER function current_user
+ * is the owner and session_user ignores SET ROLE; the outer user id is the
+ * one that says who called.
+ */
+Datum
+payflow_outer_role(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(GetUserNameFromId(GetOuterUserId(), false)));
 }

@@ -148,6 +148,8 @@ bool		pf_config_load(pf_config *cfg, unsigned programs, char *error, size_t erro
  * level and registers secrets with the logger.
  */
 void		pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs);
+/* One warning line per PAYFLOW_* variable that is no setting (a typo?) */
+void		pf_config_warn_unknown_variables(void);
 
 void		pf_config_free(pf_config *cfg);
 

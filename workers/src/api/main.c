@@ -192,6 +192,7 @@ main(int argc, char **argv)
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:o}", "config", pf_config_to_json(&ctx.cfg)),
 				 "listening on %s (%d threads, %d database connections, S3 claim check %s)", ctx.cfg.listen,
 				 ctx.cfg.api_threads, ctx.cfg.api_pool_size, ctx.s3_enabled ? "on" : "off");
+	pf_config_warn_unknown_variables();
 
 	wait_signal(&signals, -1);
 	pf_log_info(NULL, "stopping: no new connections, ending event streams, %d request(s) in flight",

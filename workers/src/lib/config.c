@@ -684,10 +684,11 @@ pf_config_load(pf_config *cfg, unsigned programs, char *error, size_t error_len)
 /*
  * A misspelt PAYFLOW_* variable would otherwise be ignored in silence and its
  * default used: name each one at start-up (names only, never values).  The
- * config file already refuses unknown names.
+ * config file already refuses unknown names.  Programs call it once they
+ * have started, so that a start-up error stays the one line it is.
  */
-static void
-warn_unknown_variables(void)
+void
+pf_config_warn_unknown_variables(void)
 {
 	extern char **environ;
 
@@ -717,7 +718,6 @@ pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs)
 		exit(2);
 	}
 	pf_log_init(progname, (pf_log_level) cfg->log_level);
-	warn_unknown_variables();
 }
 
 void

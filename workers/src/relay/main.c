@@ -267,6 +267,7 @@ main(int argc, char **argv)
 	settings = pf_config_to_json(&r.cfg);
 	json_object_set_new(settings, "relayId", json_string(r.relay_id));
 	pf_log_write(PF_LOG_INFO, NULL, settings, "starting");
+	pf_config_warn_unknown_variables();
 
 	r.credentials = pf_aws_credentials_provider_create(&r.cfg, &err);
 	if (r.credentials == NULL)

@@ -501,6 +501,7 @@ worker_run(worker *w)
 						   "visibilityTimeout", w->visibility_s, "leaseSeconds", w->lease_s,
 						   "heartbeatMs", w->heartbeat_ms, "maxReceiveCount", w->transport->max_receive_count),
 				 "payflow-worker started");
+	pf_config_warn_unknown_variables();
 
 	for (;;)
 	{

@@ -81,6 +81,16 @@ SELECT (m -> 'operations' -> 'PENDING' ->> 'count')::int > 0 AS pending_counted,
        m -> 'steps' ? 'PROCESS_PAYMENT' AS steps_listed,
        (m -> 'deadLetters' ->> 'open')::int >= 0 AS dead_letters_counted
   FROM payflow.metrics() m;
+-- operations: those in flight (exact, by status); finishedLastHour: the ended ones
+SELECT NOT (m -> 'operations' ?| ARRAY['COMPLETED', 'FAILED', 'CANCELLED']) AS only_in_flight,
+       (m -> 'operations' -> 'PENDING' ->> 'count')::int
+         = (SELECT count(*) FROM payflow.operations WHERE status = 'PENDING') AS pending_exact,
+       m -> 'finishedLastHour'
+         = (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, count(*) AS n FROM payflow.operations
+                                                                     WHERE terminal_at > now() - interval '1 hour' GROUP BY status) f) AS finished_exact,
+       (SELECT sum((v ->> 'count')::int) FROM jsonb_each(m -> 'operations') e(k, v))
+         = (SELECT count(*) FROM payflow.operations WHERE terminal_at IS NULL) AS in_flight_exact
+  FROM payflow.metrics() m;
 
 -- API keys: the secret once, only its hash stored
 SELECT payflow.create_api_key('tenant-a', 'ci') AS secret \gset

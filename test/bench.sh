@@ -6,6 +6,8 @@
 #   submit:     payflow.submit() vs a raw single-row INSERT (4 clients,
 #               synchronous_commit on), and what a NOTIFY per submit costs
 #   outbox:     claim + ack rows/s vs a plain SKIP LOCKED delete queue
+#   metrics:    payflow.metrics() with nothing and with 300,000 operations
+#               retained, beside a plain count per status
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source test/lib/deps.sh
@@ -90,6 +92,49 @@ printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(rati
 echo
 echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
+
+# metrics(): scraped every few seconds (the HTTP edge's /metrics), so its
+# cost must follow the work in flight, not the retention.  Measured with
+# 1,000 operations in flight, then again with 300,000 terminal operations
+# (and their 900,000 steps) retained from two days ago; the baseline is a
+# plain count per status over the operations table.
+ms_of() {
+	local sql=$1 i
+	for i in 1 2 3 4 5 6 7; do
+		q -c '\timing on' -c "$sql" | grep -oP 'Time: \K[0-9.]+' | tail -1
+	done | median
+}
+# buffers (pages) a statement touches: deterministic, unlike time on this machine
+metrics_body=$(awk '/^CREATE FUNCTION payflow.metrics/,/^\$\$;/' extension/sql/payflow.sql | sed -n '/AS \$\$/,/^\$\$;/p' | sed '1d;$d')
+pages_of() {
+	q -c "SET search_path = pg_catalog, payflow" -c "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) $1" |
+		grep -m1 -oP 'Buffers: \K.*' | grep -oP '(hit|read)=\K[0-9]+' | awk '{ s += $1 } END { print s + 0 }'
+}
+q -c "TRUNCATE payflow.outbox" -c "SELECT count(payflow.submit('bench-active-' || n, '{\"amount\": 1}')) FROM generate_series(1, 1000) n" >/dev/null
+metrics_small=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
+pages_small=$(pages_of "$metrics_body")
+q <<-'SQL' >/dev/null
+	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash, status, current_step,
+									request_ref, created_at, updated_at, terminal_at)
+	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), 'bench-old-' || g, 'bench-old-' || g, '\x00', 'COMPLETED',
+		   'CREATE_INVOICE', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
+	  FROM generate_series(1, 300000) g;
+	INSERT INTO payflow.steps (operation_id, step_name, status, attempt, input_ref, claimed_at, finished_at)
+	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), st, 'SUCCEEDED', 1, '{}', now() - interval '2 days', now() - interval '2 days'
+	  FROM generate_series(1, 300000) g, unnest(ARRAY['PROCESS_PAYMENT', 'POST_PROCESS', 'CREATE_INVOICE']) st;
+	VACUUM ANALYZE payflow.operations;
+	VACUUM ANALYZE payflow.steps;
+	SQL
+metrics_big=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
+pages_big=$(pages_of "$metrics_body")
+naive_sql="SELECT status, count(*) FROM payflow.operations GROUP BY status"
+naive_big=$(ms_of "$naive_sql")
+pages_naive=$(pages_of "$naive_sql")
+echo
+printf "%-62s %10s %8s\n" "payflow.metrics(), 1,000 operations in flight" "ms" "pages"
+printf "%-62s %10.1f %8s\n" "... nothing retained" "$metrics_small" "$pages_small"
+printf "%-62s %10.1f %8s\n" "... 300,000 terminal operations retained" "$metrics_big" "$pages_big"
+printf "%-62s %10.1f %8s\n" "baseline: count per status over all operations (300,000)" "$naive_big" "$pages_naive"
 
 # The edge processes' benchmarks, each with its own cluster and emulator:
 # this one is no longer needed and would only take memory and CPU from them.

@@ -108,7 +108,8 @@ ms_of() {
 metrics_body=$(awk '/^CREATE FUNCTION payflow.metrics/,/^\$\$;/' extension/sql/payflow.sql | sed -n '/AS \$\$/,/^\$\$;/p' | sed '1d;$d')
 pages_of() {
 	q -c "SET search_path = pg_catalog, payflow" -c "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) $1" |
-		grep -m1 -oP 'Buffers: \K.*' | grep -oP '(hit|read)=\K[0-9]+' | awk '{ s += $1 } END { print s + 0 }'
+		awk '/Buffers:/ && !seen { seen = 1; for (i = 1; i <= NF; i++) if ($i ~ /^(hit|read)=/) { split($i, kv, "="); s += kv[2] } }
+			 END { print s + 0 }'
 }
 q -c "TRUNCATE payflow.outbox" -c "SELECT count(payflow.submit('bench-active-' || n, '{\"amount\": 1}')) FROM generate_series(1, 1000) n" >/dev/null
 metrics_small=$(ms_of "SELECT payflow.metrics() IS NOT NULL")

@@ -18,7 +18,14 @@
 //
 // Unsigned paths: GET /_front/health (this front and fauxqs are up) and
 // GET /_fauxqs/... (fauxqs's queue inspection). Neither can clash with S3:
-// bucket names never start with "_".
+// bucket names never start with "_". Two more for tests of ordering, which
+// only a network can upset:
+//   POST /_front/hold {"action":"ChangeMessageVisibilityBatch","ms":3000,"count":1}
+//       the next `count` SQS calls of that action wait `ms` before going on
+//       (a slow network: a call sent first can now arrive last)
+//   GET /_front/visibility?since=<epoch ms>
+//       every visibility change forwarded to fauxqs since then, in the order
+//       it got them: [{"receipt","seconds","arrivedAt","heldMs"}]
 
 import http from "node:http";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
@@ -778,10 +785,59 @@ function health(res) {
 	});
 }
 
+const holds = new Map();			// action -> {ms, count}
+const visibilityLog = [];			// the last 10,000 visibility changes
+
+function readJson(req) {
+	return readWholeBody(req, 65536).then((body) => JSON.parse(body?.toString() || "{}"));
+}
+
+function sendJson(res, status, value) {
+	res.writeHead(status, { "content-type": "application/json" });
+	res.end(JSON.stringify(value));
+}
+
+// Holds the call if a test asked for it, and logs visibility changes as
+// they go on to fauxqs.
+async function beforeForward(ctx, body) {
+	const action = (ctx.headers.get("x-amz-target") ?? "").replace(/^AmazonSQS\./, "");
+	const hold = holds.get(action);
+	let heldMs = 0;
+	if (hold && hold.count > 0) {
+		hold.count--;
+		heldMs = hold.ms;
+		await new Promise((resolve) => setTimeout(resolve, hold.ms));
+	}
+	if (action === "ChangeMessageVisibilityBatch" || action === "ChangeMessageVisibility") {
+		let call = {};
+		try {
+			call = JSON.parse(body.toString());
+		} catch {
+			return;
+		}
+		for (const e of call.Entries ?? [call]) {
+			visibilityLog.push({ receipt: e.ReceiptHandle, seconds: e.VisibilityTimeout, arrivedAt: Date.now(), heldMs });
+			if (visibilityLog.length > 10000)
+				visibilityLog.shift();
+		}
+	}
+}
+
 async function handle(req, res) {
 	const { rawPath, rawQuery } = splitUrl(req.url);
 	if (req.method === "GET" && rawPath === "/_front/health")
 		return health(res);
+	if (req.method === "POST" && rawPath === "/_front/hold") {
+		const { action, ms, count } = await readJson(req);
+		if (typeof action !== "string" || !Number.isInteger(ms) || !Number.isInteger(count))
+			return sendJson(res, 400, { error: "expected {action, ms, count}" });
+		holds.set(action, { ms, count });
+		return sendJson(res, 200, { action, ms, count });
+	}
+	if (req.method === "GET" && rawPath === "/_front/visibility") {
+		const since = Number(queryParam(parseQuery(rawQuery), "since") ?? 0);
+		return sendJson(res, 200, visibilityLog.filter((e) => e.arrivedAt >= since));
+	}
 	if (req.method === "GET" && rawPath.startsWith("/_fauxqs/"))
 		return forward({ req, res, protocol: "json" }, {});
 
@@ -798,6 +854,8 @@ async function handle(req, res) {
 		// fauxqs takes SQS JSON calls on "/" only; SQS also takes them on the
 		// queue URL's path, so clients may post there.
 		const path = ctx.protocol === "json" && rawPath !== "/" ? `/${rawQuery ? `?${rawQuery}` : ""}` : undefined;
+		if (ctx.protocol === "json")
+			await beforeForward(ctx, body);
 		return forward(ctx, { body, path });
 	}
 

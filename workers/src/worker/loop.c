@@ -179,7 +179,7 @@ static void
 release_messages(worker *w, transport_message *const *msgs, int n)
 {
 	if (n > 0)
-		w->transport->ops->set_visibility(w->transport, msgs, n, 0);
+		w->transport->ops->set_visibility_final(w->transport, msgs, n, 0);
 }
 
 /* Act on what executors finished. */
@@ -212,7 +212,7 @@ collect_done(worker *w)
 				rel[n_rel++] = j->msg;
 				break;
 			case OUTCOME_HIDE:
-				w->transport->ops->set_visibility(w->transport, &j->msg, 1, j->hide_s);
+				w->transport->ops->set_visibility_final(w->transport, &j->msg, 1, j->hide_s);
 				break;
 			case OUTCOME_LEAVE:
 				break;

@@ -29,18 +29,35 @@ typedef struct sqs_transport
 	char	   *queue_url;
 	pf_aws_call *receive_call;
 	int			n_calls;		/* batches in flight */
+	struct batch_call *renewals;	/* heartbeat visibility changes in flight */
 	int			receive_failures;	/* consecutive */
 	int64_t		receive_not_before_ms;
 } sqs_transport;
 
-/* What a batch call was about, for its outcome's log lines. */
+/*
+ * What a batch call was about, for its outcome's log lines.  A renewal also
+ * keeps its receipts: a final visibility set for one of its messages while
+ * it is in flight is applied again once it is done (SQS applies calls in the
+ * order they arrive, not the order they were sent).
+ */
 typedef struct batch_call
 {
 	bool		delete;
+	bool		renewal;
 	int			seconds;
 	int			n;
 	char	   *message_ids[PF_SQS_MAX_BATCH];
+	char	   *receipts[PF_SQS_MAX_BATCH];	/* renewals only */
+	int			final_seconds[PF_SQS_MAX_BATCH];	/* renewals only; -1: none */
+	struct batch_call *next_renewal;
 } batch_call;
+
+enum batch_kind
+{
+	BATCH_DELETE,
+	BATCH_RENEWAL,
+	BATCH_FINAL
+};
 
 void
 transport_message_free(transport_message *m)
@@ -74,8 +91,10 @@ sqs_receiving(const transport *t)
 }
 
 static void
-start_batches(sqs_transport *st, transport_message *const *msgs, int n, bool delete, int seconds)
+start_batches(sqs_transport *st, transport_message *const *msgs, int n, enum batch_kind kind, int seconds)
 {
+	bool		delete = kind == BATCH_DELETE;
+
 	for (int start = 0; start < n; start += PF_SQS_MAX_BATCH)
 	{
 		int			count = n - start < PF_SQS_MAX_BATCH ? n - start : PF_SQS_MAX_BATCH;
@@ -83,6 +102,7 @@ start_batches(sqs_transport *st, transport_message *const *msgs, int n, bool del
 		json_t	   *entries = json_array();
 
 		bc->delete = delete;
+		bc->renewal = kind == BATCH_RENEWAL;
 		bc->seconds = seconds;
 		bc->n = count;
 		for (int i = 0; i < count; i++)
@@ -97,6 +117,16 @@ start_batches(sqs_transport *st, transport_message *const *msgs, int n, bool del
 				json_object_set_new(e, "VisibilityTimeout", json_integer(seconds));
 			json_array_append_new(entries, e);
 			bc->message_ids[i] = pf_strdup(m->id);
+			if (bc->renewal)
+			{
+				bc->receipts[i] = pf_strdup(m->receipt);
+				bc->final_seconds[i] = -1;
+			}
+		}
+		if (bc->renewal)
+		{
+			bc->next_renewal = st->renewals;
+			st->renewals = bc;
 		}
 		pf_sqs_start(st->sqs, delete ? "DeleteMessageBatch" : "ChangeMessageVisibilityBatch",
 					 json_pack("{s:s,s:o}", "QueueUrl", st->queue_url, "Entries", entries), bc);
@@ -107,13 +137,56 @@ start_batches(sqs_transport *st, transport_message *const *msgs, int n, bool del
 static void
 sqs_delete_messages(transport *t, transport_message *const *msgs, int n)
 {
-	start_batches((sqs_transport *) t, msgs, n, true, 0);
+	start_batches((sqs_transport *) t, msgs, n, BATCH_DELETE, 0);
 }
 
 static void
 sqs_set_visibility(transport *t, transport_message *const *msgs, int n, int seconds)
 {
-	start_batches((sqs_transport *) t, msgs, n, false, seconds);
+	start_batches((sqs_transport *) t, msgs, n, BATCH_RENEWAL, seconds);
+}
+
+static void
+sqs_set_visibility_final(transport *t, transport_message *const *msgs, int n, int seconds)
+{
+	sqs_transport *st = (sqs_transport *) t;
+
+	/* remembered by every renewal in flight that holds the message */
+	for (batch_call *bc = st->renewals; bc; bc = bc->next_renewal)
+		for (int k = 0; k < bc->n; k++)
+			for (int i = 0; i < n; i++)
+				if (strcmp(bc->message_ids[k], msgs[i]->id) == 0)
+					bc->final_seconds[k] = seconds;
+	start_batches(st, msgs, n, BATCH_FINAL, seconds);
+}
+
+/* A renewal is done: take it off the list, and say the last word again. */
+static void
+finish_renewal(sqs_transport *st, batch_call *bc)
+{
+	for (batch_call **p = &st->renewals; *p; p = &(*p)->next_renewal)
+	{
+		if (*p == bc)
+		{
+			*p = bc->next_renewal;
+			break;
+		}
+	}
+	for (int k = 0; k < bc->n; k++)
+	{
+		transport_message m = {0};
+		transport_message *one = &m;
+
+		if (bc->final_seconds[k] < 0)
+			continue;
+		m.id = bc->message_ids[k];
+		m.receipt = bc->receipts[k];
+		pf_log_write(PF_LOG_DEBUG, NULL,
+					 json_pack("{s:s,s:s,s:i}", "queue", st->base.queue_name, "messageId", m.id,
+							   "visibility", bc->final_seconds[k]),
+					 "a renewal landed after the message was let go: its visibility is set again");
+		sqs_set_visibility_final(&st->base, &one, 1, bc->final_seconds[k]);
+	}
 }
 
 static void
@@ -153,8 +226,13 @@ finish_batch(sqs_transport *st, pf_aws_call *call)
 		}
 		json_decref(resp);
 	}
+	if (bc->renewal)
+		finish_renewal(st, bc);
 	for (int k = 0; k < bc->n; k++)
+	{
 		free(bc->message_ids[k]);
+		free(bc->receipts[k]);
+	}
 	free(bc);
 }
 
@@ -236,7 +314,8 @@ sqs_destroy(transport *t)
 }
 
 static const transport_ops sqs_ops = {
-	sqs_receive, sqs_receiving, sqs_delete_messages, sqs_set_visibility, sqs_poll, sqs_pending, sqs_destroy,
+	sqs_receive, sqs_receiving, sqs_delete_messages, sqs_set_visibility, sqs_set_visibility_final,
+	sqs_poll, sqs_pending, sqs_destroy,
 };
 
 /* maxReceiveCount of the queue's redrive policy; 0 when it has none. */

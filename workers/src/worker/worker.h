@@ -78,7 +78,14 @@ typedef struct transport_ops
 	bool		(*receiving) (const transport *t);
 	/* Fire and forget: a failure is logged; the message then simply comes back. */
 	void		(*delete_messages) (transport *t, transport_message *const *msgs, int n);
+	/* A heartbeat's renewal: keeps held messages hidden. */
 	void		(*set_visibility) (transport *t, transport_message *const *msgs, int n, int seconds);
+	/*
+	 * The last word on messages the worker lets go of (release, or hide for a
+	 * back-off): it wins over renewals still in flight, which could otherwise
+	 * land after it and hide the message for a whole visibility timeout.
+	 */
+	void		(*set_visibility_final) (transport *t, transport_message *const *msgs, int n, int seconds);
 	/*
 	 * Run I/O for up to timeout_ms; return early when wake_fd is readable or
 	 * something finished. Received messages are appended to *out (the caller

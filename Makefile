@@ -17,10 +17,14 @@ OBJS = \
 	extension/src/transitions.o \
 	extension/src/wakeup.o
 
-EXTVERSION = 0.2.0
+EXTVERSION = 0.3.0
 MODULEDIR = extension
-DATA = extension/payflow.control extension/sql/payflow--0.1.0.sql $(wildcard extension/sql/payflow--*--*.sql)
-DATA_built = extension/payflow--$(EXTVERSION).sql
+# Released scripts install as they are; the current full script and the
+# update scripts are assembled from the shared SQL source and the C
+# flavour's helpers (extension/sql/assemble.sh).
+UPDATE_SCRIPTS = $(patsubst extension/sql/%,extension/%,$(wildcard extension/sql/payflow--*--*.sql))
+DATA = extension/payflow.control extension/sql/payflow--0.1.0.sql
+DATA_built = extension/payflow--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PG_CPPFLAGS = -I$(srcdir)/extension/include
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
 
@@ -34,7 +38,7 @@ EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolat
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.
-ifeq ($(filter check demo bench soak,$(MAKECMDGOALS)),)
+ifeq ($(filter check demo bench soak dist-sql,$(MAKECMDGOALS)),)
 # No JIT bitcode: it needs clang at build time and buys payflow nothing.
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -57,10 +61,30 @@ soak:
 
 endif
 
-# The full install script is kept in one file and copied at build time, so
-# each release adds an upgrade script instead of editing history.
-extension/payflow--$(EXTVERSION).sql: extension/sql/payflow.sql
-	cp $< $@
+FLAVOUR_SOURCES = extension/sql/payflow.sql extension/sql/assemble.sh \
+	$(wildcard extension/sql/flavour-c/*.sql) $(wildcard extension/sql/flavour-sql/*.sql)
+
+# The full install script of the current version, assembled at build time
+# from the shared source, so each release adds an update script instead of
+# editing history.
+extension/payflow--$(EXTVERSION).sql: $(FLAVOUR_SOURCES)
+	extension/sql/assemble.sh c $(EXTVERSION) >$@
+
+extension/payflow--%.sql: extension/sql/payflow--%.sql $(FLAVOUR_SOURCES)
+	extension/sql/assemble.sh c-file $< >$@
+
+# The C-free flavour for Amazon RDS and Aurora (no pg_config needed):
+# a plain SQL install for psql -f, and the same registered with pg_tle.
+.PHONY: dist-sql
+dist-sql: dist/payflow--$(EXTVERSION).sql dist/payflow-tle--$(EXTVERSION).sql
+
+dist/payflow--$(EXTVERSION).sql: $(FLAVOUR_SOURCES) $(wildcard extension/sql/payflow--*--*.sql)
+	@mkdir -p dist
+	extension/sql/assemble.sh dist $(EXTVERSION) >$@.tmp && mv $@.tmp $@
+
+dist/payflow-tle--$(EXTVERSION).sql: $(FLAVOUR_SOURCES) $(wildcard extension/sql/payflow--*--*.sql)
+	@mkdir -p dist
+	extension/sql/assemble.sh tle $(EXTVERSION) >$@.tmp && mv $@.tmp $@
 
 .PHONY: workers
 workers:

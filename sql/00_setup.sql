@@ -13,5 +13,18 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-SELECT extname, extversion FROM pg_extension WHERE extname = 'payflow';
+-- The same files test both flavours: the C extension (CREATE EXTENSION
+-- payflow), and the C-free one, which is an extension when installed
+-- through pg_tle and plain objects when installed with psql -f.
+CREATE FUNCTION pf_installed_version() RETURNS text
+	LANGUAGE plpgsql AS $$
+BEGIN
+	IF to_regprocedure('payflow._dist_version()') IS NOT NULL THEN
+		RETURN payflow._dist_version();
+	END IF;
+	RETURN (SELECT extversion FROM pg_extension WHERE extname = 'payflow');
+END
+$$;
+SELECT pf_installed_version() AS version;
+SELECT payflow._flavour() IN ('c', 'sql') AS flavour_known;
 SELECT nspname FROM pg_namespace WHERE nspname = 'payflow';

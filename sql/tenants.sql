@@ -84,6 +84,7 @@ SELECT * FROM pf_try(format($$SELECT payflow.authenticate(%L)$$, :'key_b'));
 SELECT * FROM pf_try($$SELECT payflow.revoke_api_key(-1)$$);
 
 -- Row-level security for payflow_app's direct reads.
+SELECT payflow._flavour() AS flavour \gset
 CREATE ROLE regress_tenant_app IN ROLE payflow_app;
 SET ROLE regress_tenant_app;
 SELECT count(*) AS sql_tenant_ops, bool_and(tenant = '') AS all_sql_tenant FROM payflow.operations WHERE payment_id LIKE 't-pay-%';
@@ -96,8 +97,46 @@ SELECT * FROM pf_try($$SELECT request_hash FROM payflow.operations$$);
 SELECT * FROM pf_try($$SELECT * FROM payflow.steps$$);
 SELECT * FROM pf_try($$SELECT payflow._set_tenant('tenant-a')$$);
 SELECT * FROM pf_try($$UPDATE payflow.operations SET tenant = 'tenant-a'$$);
-SELECT * FROM pf_try($$SET payflow.tenant = 'tenant-a'$$);
+-- The C flavour reserves the payflow.* prefix; the C-free one lets anyone
+-- set a placeholder, which binds nothing.
+SELECT sqlstate = CASE :'flavour' WHEN 'c' THEN '42602' ELSE '00000' END AS refused_or_ignored
+  FROM pf_try($$SET payflow.tenant = 'tenant-a'$$);
 SELECT count(*) AS still_sql_tenant_only FROM payflow.operations WHERE tenant <> '';
+-- Forging the C-free flavour's signed binding: a binding read in one
+-- transaction, replayed in the next; the same context with another
+-- tenant; a bad signature.  None binds a tenant (the C flavour refuses
+-- the SETs, so tenant-a stays bound where authenticate() bound it).
+BEGIN;
+SELECT payflow.authenticate(:'key_a') AS tenant;
+SELECT coalesce(current_setting('payflow.tenant_binding', true), '') AS binding \gset
+COMMIT;
+BEGIN;
+SELECT true AS tried FROM pf_try(format('SET LOCAL payflow.tenant_binding = %L', :'binding'));
+SELECT payflow._current_tenant() = '' AS replayed_binding_binds_nothing,
+	   count(*) FILTER (WHERE tenant <> '') AS foreign_rows_seen
+  FROM payflow.operations;
+COMMIT;
+BEGIN;
+SELECT payflow.authenticate(:'key_a') AS tenant;
+SELECT true AS tried
+  FROM pf_try(format('SET LOCAL payflow.tenant_binding = %L',
+					 regexp_replace(coalesce(current_setting('payflow.tenant_binding', true), ''),
+									'\.[0-9a-f]*\.', '.' || encode('tenant-b', 'hex') || '.')));
+SELECT payflow._current_tenant() = CASE :'flavour' WHEN 'c' THEN 'tenant-a' ELSE '' END AS other_tenant_same_signature_binds_nothing;
+SELECT true AS tried
+  FROM pf_try(format('SET LOCAL payflow.tenant_binding = %L',
+					 regexp_replace(coalesce(current_setting('payflow.tenant_binding', true), ''),
+									'[0-9a-f]{64}$', repeat('0', 64))));
+SELECT payflow._current_tenant() = CASE :'flavour' WHEN 'c' THEN 'tenant-a' ELSE '' END AS bad_signature_binds_nothing;
+COMMIT;
+-- A temporary function named like payflow's helpers, first on the
+-- search_path, changes nothing: payflow's functions pin theirs.
+CREATE FUNCTION pg_temp._current_tenant() RETURNS text LANGUAGE sql AS $$ SELECT 'tenant-a'::text $$;
+CREATE FUNCTION pg_temp._hmac(data text, key bytea) RETURNS bytea LANGUAGE sql AS $$ SELECT ''::bytea $$;
+SET search_path = pg_temp, payflow, public;
+SELECT count(*) AS still_sql_tenant_only_with_temp_functions FROM payflow.operations WHERE tenant <> '';
+RESET search_path;
+DROP FUNCTION pg_temp._current_tenant(), pg_temp._hmac(text, bytea);
 RESET ROLE;
 DROP ROLE regress_tenant_app;
 

@@ -1,8 +1,14 @@
 -- payflow: tracked asynchronous payment operations.
 --
--- The full install script of the current version.  The build copies it to
--- payflow--<version>.sql; later versions ship payflow--A--B.sql upgrade
--- scripts next to it instead of editing what was released.
+-- The shared source of the full install script of the current version, for
+-- both flavours.  extension/sql/assemble.sh puts one flavour's helpers where
+-- this file says "--@@ flavour helpers @@" (and its grants at "--@@ flavour
+-- grants @@"): extension/sql/flavour-c/ (C functions, CREATE EXTENSION
+-- payflow) or extension/sql/flavour-sql/ (their SQL twins: the plain SQL
+-- install and the pg_tle extension for Amazon RDS and Aurora, make
+-- dist-sql).  Tables and business rules exist here only.  Later versions
+-- ship payflow--A--B.sql update scripts instead of editing what was
+-- released.
 --
 -- Tables hold the state, functions the rules.  Every public function is
 -- SECURITY DEFINER with a pinned search_path: the roles payflow_app,
@@ -11,6 +17,20 @@
 -- their history (row-level security), payflow_admin everything but secrets.
 
 \echo Use "CREATE EXTENSION payflow" to load this file. \quit
+
+-- One flavour per database: the other one's objects would collide halfway
+-- through this script, with a message that names neither.
+DO $one_flavour$
+BEGIN
+	IF to_regprocedure('payflow._flavour()') IS NOT NULL THEN
+		RAISE EXCEPTION 'payflow is already installed in this database (flavour "%")',
+			payflow._flavour()
+			USING ERRCODE = 'duplicate_object',
+				  HINT = 'Use one flavour per database.  To replace the C-free flavour, '
+						 'DROP SCHEMA payflow CASCADE first (this deletes its operations).';
+	END IF;
+END
+$one_flavour$;
 
 -- Roles are cluster-wide and survive DROP EXTENSION; create them only once.
 DO $roles$
@@ -28,58 +48,10 @@ END
 $roles$;
 
 ---------------------------------------------------------------------------
--- C functions
+-- Flavour helpers: C functions (C flavour) or their SQL twins (C-free)
 ---------------------------------------------------------------------------
 
--- A payflow GUC in its base unit; calling it loads the library (and so
--- defines the GUCs) in a backend that did not preload payflow.
-CREATE FUNCTION payflow._setting(name text) RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_setting' LANGUAGE C STABLE STRICT;
-
--- "pay_" + ULID, monotonic within a backend.
-CREATE FUNCTION payflow._new_operation_id() RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_new_operation_id' LANGUAGE C VOLATILE;
-
--- Hex of nbytes strong random bytes (API key secrets).
-CREATE FUNCTION payflow._random_token(nbytes integer) RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_random_token' LANGUAGE C VOLATILE STRICT;
-
--- Raises PF001 unless from -> to is a legal transition; returns "to".
-CREATE FUNCTION payflow._check_transition(from_status text, to_status text, replay boolean DEFAULT false)
-	RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_check_transition' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
--- COMPLETED, FAILED, CANCELLED.
-CREATE FUNCTION payflow._is_terminal(status text) RETURNS boolean
-	AS 'MODULE_PATHNAME', 'payflow_is_terminal' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
--- min(base * 2^attempt, cap) plus up to jitter * that.
-CREATE FUNCTION payflow.backoff_delay(attempt integer, base interval, cap interval, jitter float8 DEFAULT 0.2)
-	RETURNS interval
-	AS 'MODULE_PATHNAME', 'payflow_backoff_delay' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
-
--- Marks this transaction as one that wrote the outbox (relay wake-up at commit).
-CREATE FUNCTION payflow._outbox_written() RETURNS void
-	AS 'MODULE_PATHNAME', 'payflow_outbox_written' LANGUAGE C VOLATILE;
-
--- Marks this transaction as one that changed an operation's status
--- (NOTIFY payflow_status for event streams at commit).
-CREATE FUNCTION payflow._status_changed() RETURNS void
-	AS 'MODULE_PATHNAME', 'payflow_status_changed' LANGUAGE C VOLATILE;
-
--- The tenant payflow.authenticate() bound to this transaction, else ''.
--- Backend-local state, hence PARALLEL RESTRICTED.
-CREATE FUNCTION payflow._current_tenant() RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_current_tenant' LANGUAGE C STABLE PARALLEL RESTRICTED;
-
--- The role the caller acts as (login role or SET ROLE), also inside a
--- SECURITY DEFINER function, where current_user is the owner.
-CREATE FUNCTION payflow._outer_role() RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_outer_role' LANGUAGE C STABLE;
-
--- Binds a tenant to the current transaction; only authenticate() calls it.
-CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
-	AS 'MODULE_PATHNAME', 'payflow_set_tenant' LANGUAGE C VOLATILE STRICT;
+--@@ flavour helpers @@
 
 ---------------------------------------------------------------------------
 -- Tables
@@ -1724,6 +1696,7 @@ BEGIN
 		v_stuck := v_stuck + 1;
 	END LOOP;
 
+	PERFORM payflow._wake_listeners();
 	RETURN jsonb_build_object('expiredLeases', v_expired,
 							  'failedAfterLeaseExpiry', v_failed,
 							  'retriesDue', v_due,
@@ -1843,6 +1816,27 @@ BEGIN
 END
 $$;
 
+-- Registers (or replaces) a pg_cron job that runs in this database as the
+-- caller; 0A000 with a hint when pg_cron is missing.  pg_cron lives in one
+-- database (cron.database_name), so finding it here means this is that
+-- database and cron.schedule, which non-superusers may call, is enough.
+CREATE FUNCTION payflow._cron_schedule(job_name text, schedule text, command text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	v_job bigint;
+BEGIN
+	IF to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)') IS NULL THEN
+		RAISE EXCEPTION 'pg_cron is not installed'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
+						 'and run CREATE EXTENSION pg_cron in that database (pg_cron 1.4 or later).';
+	END IF;
+	EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO v_job USING job_name, schedule, command;
+	RETURN v_job;
+END
+$$;
+
 -- Registers purge with pg_cron (job "payflow-purge", replaced if present).
 -- SECURITY INVOKER: the job runs as the role that scheduled it, which must
 -- be allowed to use pg_cron and to call payflow.purge().
@@ -1850,22 +1844,59 @@ CREATE FUNCTION payflow.schedule_purge(schedule text DEFAULT '*/5 * * * *') RETU
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
-DECLARE
-	v_job bigint;
 BEGIN
 	IF schedule IS NULL OR schedule = '' THEN
 		RAISE EXCEPTION 'schedule must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)') IS NULL THEN
-		RAISE EXCEPTION 'pg_cron is not installed'
-			USING ERRCODE = 'feature_not_supported',
-				  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
-						 'and run CREATE EXTENSION pg_cron in that database (pg_cron 1.4 or later).';
+	RETURN payflow._cron_schedule('payflow-purge', schedule, 'SELECT payflow.purge()');
+END
+$$;
+
+-- Runs the scheduler every payflow.scheduler_naptime for about "seconds",
+-- one transaction per pass (so no snapshot outlives a pass and vacuum is
+-- never held back), then returns.  What a pg_cron older than 1.5, which
+-- cannot schedule in seconds, runs once a minute.  A procedure without SET
+-- or SECURITY DEFINER, because only such a procedure may COMMIT; it runs
+-- as its caller and names everything with its schema.
+CREATE PROCEDURE payflow.run_scheduler_for(seconds integer DEFAULT 58)
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_until timestamptz;
+	v_naptime float8;
+BEGIN
+	IF seconds IS NULL OR seconds < 1 OR seconds > 3600 THEN
+		RAISE EXCEPTION 'seconds must be between 1 and 3600' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	EXECUTE 'SELECT cron.schedule_in_database($1, $2, $3, $4)'
-	   INTO v_job
-	  USING 'payflow-purge', schedule, 'SELECT payflow.purge()', current_database();
-	RETURN v_job;
+	v_until := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => seconds);
+	LOOP
+		PERFORM payflow.run_scheduler();
+		COMMIT;
+		v_naptime := payflow._setting('scheduler_naptime')::float8 OPERATOR(pg_catalog./) 1000;
+		EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_naptime)
+				  OPERATOR(pg_catalog.>) v_until;
+		PERFORM pg_catalog.pg_sleep(v_naptime);
+	END LOOP;
+END
+$$;
+
+-- Registers the scheduler with pg_cron (job "payflow-scheduler", replaced
+-- if present): every second with pg_cron 1.5 or later (Amazon RDS and
+-- Aurora), else a job every minute that runs it each second for 58 s.
+-- What the C-free flavour has instead of the scheduler background worker;
+-- the C flavour needs it only when payflow is not preloaded.  SECURITY
+-- INVOKER like schedule_purge: the job runs as the caller.
+CREATE FUNCTION payflow.schedule_scheduler() RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_cron text := (SELECT extversion FROM pg_extension WHERE extname = 'pg_cron');
+BEGIN
+	IF string_to_array(split_part(v_cron, '-', 1), '.')::integer[] >= ARRAY[1, 5] THEN
+		RETURN payflow._cron_schedule('payflow-scheduler', '1 second', 'SELECT payflow.run_scheduler()');
+	END IF;
+	RETURN payflow._cron_schedule('payflow-scheduler', '* * * * *', 'CALL payflow.run_scheduler_for(58)');
 END
 $$;
 
@@ -2049,6 +2080,7 @@ $$;
 
 REVOKE ALL ON ALL TABLES IN SCHEMA payflow FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA payflow FROM PUBLIC;
+REVOKE ALL ON ALL PROCEDURES IN SCHEMA payflow FROM PUBLIC;
 GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin;
 
 GRANT EXECUTE ON FUNCTION
@@ -2092,6 +2124,7 @@ GRANT EXECUTE ON FUNCTION
 	payflow.run_scheduler(integer),
 	payflow.purge(integer),
 	payflow.schedule_purge(text),
+	payflow.schedule_scheduler(),
 	payflow.create_api_key(text, text),
 	payflow.revoke_api_key(bigint),
 	payflow.set_webhook(text, text),
@@ -2099,6 +2132,7 @@ GRANT EXECUTE ON FUNCTION
 	payflow.replay_webhook(bigint),
 	payflow.metrics()
 	TO payflow_admin;
+GRANT EXECUTE ON PROCEDURE payflow.run_scheduler_for(integer) TO payflow_admin;
 GRANT SELECT ON ALL TABLES IN SCHEMA payflow TO payflow_admin;
 REVOKE SELECT ON payflow.api_keys FROM payflow_admin;
 GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO payflow_admin;
@@ -2118,8 +2152,10 @@ GRANT SELECT ON payflow.operation_history TO payflow_app;
 ALTER TABLE payflow.operations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE payflow.operation_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY operations_of_tenant ON payflow.operations FOR SELECT TO payflow_app
-	USING (tenant = payflow._current_tenant());
+	USING (tenant = (SELECT payflow._current_tenant()));
 CREATE POLICY history_of_tenant ON payflow.operation_history FOR SELECT TO payflow_app
 	USING (EXISTS (SELECT FROM payflow.operations o WHERE o.id = operation_history.operation_id));
 CREATE POLICY operations_for_admin ON payflow.operations FOR SELECT TO payflow_admin USING (true);
 CREATE POLICY history_for_admin ON payflow.operation_history FOR SELECT TO payflow_admin USING (true);
+
+--@@ flavour grants @@

@@ -22,10 +22,15 @@ pf_psql -d pf_upgrade_new -qc "CREATE EXTENSION payflow" >/dev/null
 pf_psql -d pf_upgrade_new -Atqf test/sql/schema_fingerprint.sql >"$work/new.txt"
 pf_ok "the fingerprint of a fresh install is not empty" test "$(wc -l <"$work/new.txt")" -gt 100
 
-for script in extension/sql/payflow--*.sql; do
-	from=$(basename "$script" .sql)
-	from=${from#payflow--}
-	case "$from" in *--*) continue ;; esac
+# Every released version: each full script, and each update's target
+# (PostgreSQL installs those along the update path).
+released=$(for script in extension/sql/payflow--*.sql; do
+	v=$(basename "$script" .sql)
+	v=${v#payflow--}
+	echo "${v##*--}"
+done | sort -uV | grep -vx "$current")
+pf_ok "there are released versions to update from" test -n "$released"
+for from in $released; do
 	fresh_db pf_upgrade_old
 	pf_psql -d pf_upgrade_old -qc "CREATE EXTENSION payflow VERSION '$from'" >/dev/null
 	op=$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.submit('upgrade-1', '{\"amount\": 1}')")

@@ -7,7 +7,21 @@
 #   pf_cluster_stop    stop (fast) and keep the data directory
 #   pf_cluster_destroy stop and remove everything
 #   pf_psql [args]     psql as postgres into $PF_DB
+#
+# PF_FLAVOUR=sql makes the cluster a managed server's stand-in for the
+# C-free flavour: PostgreSQL from test/lib/pg_tree.sh (no payflow library
+# anywhere, pg_tle built in), pg_cron and pg_tle preloaded, and payflow
+# installed from dist/payflow--<version>.sql by $PF_OWNER, a role with
+# CREATEROLE and CREATEDB only, as the master user of Amazon RDS would;
+# pg_cron runs the scheduler.  Tests connect as postgres either way.
 
+PF_FLAVOUR=${PF_FLAVOUR:-c}
+PF_OWNER=${PF_OWNER:-payflow_owner}
+if [ "$PF_FLAVOUR" = sql ]; then
+	# shellcheck source=pg_tree.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/pg_tree.sh"
+	PF_PGBIN=${PF_PGBIN:-$PF_PG_TREE/usr/lib/postgresql/15/bin}
+fi
 PF_PGBIN=${PF_PGBIN:-/usr/lib/postgresql/15/bin}
 PF_PGPORT=${PF_PGPORT:-54329}
 PF_CLUSTER_DIR=${PF_CLUSTER_DIR:-/tmp/payflow-cluster-$PF_PGPORT}
@@ -24,6 +38,9 @@ pf_as_postgres() {
 
 pf_cluster_start() {
 	local data=$PF_CLUSTER_DIR/data
+	if [ "$PF_FLAVOUR" = sql ]; then
+		pf_pg_tree >/dev/null
+	fi
 	if [ ! -f "$data/PG_VERSION" ]; then
 		mkdir -p "$PF_CLUSTER_DIR/sock"
 		chown -R postgres:postgres "$PF_CLUSTER_DIR"
@@ -35,13 +52,19 @@ pf_cluster_start() {
 		unix_socket_directories = '$PF_CLUSTER_DIR/sock'
 		max_connections = 300
 		shared_buffers = 256MB
-		shared_preload_libraries = 'payflow,pg_cron'
-		payflow.database_name = '$PF_DB'
-		payflow.scheduler_naptime = '1s'
 		cron.database_name = '$PF_DB'
 		log_min_messages = warning
 		log_line_prefix = '%m [%p] %q%a '
 		CONF
+		if [ "$PF_FLAVOUR" = sql ]; then
+			echo "shared_preload_libraries = 'pg_cron,pg_tle'" >>"$data/postgresql.conf"
+		else
+			cat >>"$data/postgresql.conf" <<-CONF
+			shared_preload_libraries = 'payflow,pg_cron'
+			payflow.database_name = '$PF_DB'
+			payflow.scheduler_naptime = '1s'
+			CONF
+		fi
 		if [ -n "${PF_CLUSTER_EXTRA_CONF:-}" ]; then
 			echo "$PF_CLUSTER_EXTRA_CONF" >>"$data/postgresql.conf"
 		fi
@@ -49,8 +72,33 @@ pf_cluster_start() {
 	pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
 	if ! pf_as_postgres "$PF_PGBIN/psql" -h "$PGHOST" -p "$PF_PGPORT" -U postgres -d postgres -Atqc \
 		"SELECT 1 FROM pg_database WHERE datname = '$PF_DB'" | grep -q 1; then
-		pf_as_postgres "$PF_PGBIN/createdb" -h "$PGHOST" -p "$PF_PGPORT" -U postgres "$PF_DB"
-		pf_psql -qc "CREATE EXTENSION pg_cron; CREATE EXTENSION payflow;" >/dev/null
+		if [ "$PF_FLAVOUR" = sql ]; then
+			pf_install_sql_flavour
+		else
+			pf_as_postgres "$PF_PGBIN/createdb" -h "$PGHOST" -p "$PF_PGPORT" -U postgres "$PF_DB"
+			pf_psql -qc "CREATE EXTENSION pg_cron; CREATE EXTENSION payflow;" >/dev/null
+		fi
+	fi
+}
+
+# The C-free flavour the way the README's "Amazon RDS and Aurora" section
+# installs it: the superuser (RDS: the master user) only creates pg_cron;
+# everything else is done by $PF_OWNER, who is no superuser.
+pf_install_sql_flavour() {
+	local repo version
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$repo/extension/payflow.control")
+	[ -f "$repo/dist/payflow--$version.sql" ] || make -s -C "$repo" dist-sql >/dev/null
+	pf_psql -d postgres -qc "CREATE ROLE $PF_OWNER LOGIN CREATEROLE CREATEDB" >/dev/null
+	pf_psql -d postgres -U "$PF_OWNER" -qc "CREATE DATABASE $PF_DB" >/dev/null
+	pf_psql -qc "CREATE EXTENSION pg_cron" -c "GRANT USAGE ON SCHEMA cron TO $PF_OWNER" >/dev/null
+	pf_psql -U "$PF_OWNER" -qc "CREATE EXTENSION pgcrypto" >/dev/null
+	pf_psql -U "$PF_OWNER" -q -f "$repo/dist/payflow--$version.sql" >/dev/null
+	pf_psql -U "$PF_OWNER" -qAtc "SELECT payflow.schedule_scheduler()" >/dev/null
+	# A pg_cron older than 1.5 (Debian 12 has 1.4) starts the scheduler at
+	# the next full minute; cover the minute until then.
+	if [ "$(pf_psql -Atqc "SELECT schedule FROM cron.job WHERE jobname = 'payflow-scheduler'")" = '* * * * *' ]; then
+		(pf_psql -U "$PF_OWNER" -qc "CALL payflow.run_scheduler_for($((61 - $(date +%-S))))" >/dev/null 2>&1 &)
 	fi
 }
 

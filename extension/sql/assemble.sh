@@ -1,0 +1,121 @@
+#!/bin/bash
+# extension/sql/assemble.sh — builds payflow's install scripts from the one
+# shared source (payflow.sql) and a flavour's helpers:
+#
+#   assemble.sh c VERSION     the C extension's payflow--VERSION.sql
+#   assemble.sh c-file FILE   an update script for the C extension
+#   assemble.sh dist VERSION  dist/payflow--VERSION.sql: the C-free flavour
+#                             as a plain SQL file for psql -f (RDS, Aurora)
+#   assemble.sh tle VERSION   dist/payflow-tle--VERSION.sql: the same
+#                             registered with pg_tle, then CREATE EXTENSION
+#
+# The shared source names two places, "--@@ flavour helpers @@" and
+# "--@@ flavour grants @@", where the flavour's helpers.sql and grants.sql
+# go.  Nothing else differs: a business rule is never written twice.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mode=${1:?usage: assemble.sh c|dist|tle VERSION}
+version=${2:?usage: assemble.sh c|dist|tle VERSION}
+
+# The first version with a C-free flavour: the update scripts from it on
+# are also assembled for that flavour.
+first_sql_version=0.3.0
+
+# A shared source with one flavour's files in place.
+flavoured() {
+	local flavour=$1 source=$2
+	awk -v helpers="$here/flavour-$flavour/helpers.sql" -v grants="$here/flavour-$flavour/grants.sql" '
+		function include(file,   line) {
+			while ((getline line < file) > 0) print line
+			close(file)
+		}
+		$0 == "--@@ flavour helpers @@" { include(helpers); next }
+		$0 == "--@@ flavour grants @@" { include(grants); next }
+		{ print }
+	' "$source"
+}
+
+body() {
+	flavoured "$1" "$here/payflow.sql"
+}
+
+# payflow--A--B.sql with A at or after first_sql_version, in order.
+update_scripts() {
+	local f from
+	for f in $(cd "$here" && ls payflow--*--*.sql 2>/dev/null | sort -V); do
+		from=${f#payflow--}
+		from=${from%%--*}
+		if [ "$(printf '%s\n%s\n' "$first_sql_version" "$from" | sort -V | head -n1)" = "$first_sql_version" ]; then
+			echo "$f"
+		fi
+	done
+}
+
+# Without the CREATE EXTENSION guard of the script PostgreSQL reads itself.
+without_guard() {
+	grep -v '^\\echo Use "CREATE EXTENSION payflow" to load this file\. \\quit$'
+}
+
+case "$mode" in
+c)
+	body c
+	;;
+c-file)
+	# an update script: the C flavour's files in place of its markers
+	flavoured c "$version"
+	;;
+dist)
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/dist_prologue.sql"
+	body sql | without_guard
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/dist_epilogue.sql"
+	# Updates of an older install: each step runs when the installed
+	# version is its start, and moves the version on.
+	for update in $(update_scripts); do
+		from=${update#payflow--}
+		to=${from#*--}
+		to=${to%.sql}
+		from=${from%%--*}
+		echo "SELECT :'payflow_installed' = '$from' AS payflow_step \\gset"
+		echo "\\if :payflow_step"
+		flavoured sql "$here/$update" | without_guard
+		echo "CREATE OR REPLACE FUNCTION payflow._dist_version() RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT '$to'::text \$\$;"
+		echo "SELECT '$to' AS payflow_installed \\gset"
+		echo "\\endif"
+	done
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/dist_final.sql"
+	;;
+tle)
+	script=$(body sql | without_guard)
+	# pg_tle refuses a script holding its own delimiters (injection guard)
+	if grep -q '\$_pgtle_' <<<"$script"; then
+		echo "assemble.sh: the script contains a pg_tle delimiter" >&2
+		exit 1
+	fi
+	# The full script, as a first registration or as one more version.
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/tle_prologue.sql"
+	printf '%s\n' "$script"
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/tle_epilogue.sql"
+	printf '%s\n' "$script"
+	echo '$_pgtle_$);'
+	echo '\endif'
+	# ... and each update path not yet registered.
+	for update in $(update_scripts); do
+		from=${update#payflow--}
+		to=${from#*--}
+		to=${to%.sql}
+		from=${from%%--*}
+		echo "SELECT NOT EXISTS (SELECT FROM pgtle.extension_update_paths('payflow') WHERE source = '$from' AND target = '$to' AND path IS NOT NULL) AS payflow_path_new \\gset"
+		echo "\\if :payflow_path_new"
+		echo "SELECT pgtle.install_update_path('payflow', '$from', '$to',"
+		echo '$_pgtle_$'
+		flavoured sql "$here/$update" | without_guard
+		echo '$_pgtle_$);'
+		echo "\\endif"
+	done
+	sed "s/@VERSION@/$version/g" "$here/flavour-sql/tle_final.sql"
+	;;
+*)
+	echo "assemble.sh: unknown mode $mode (c, dist or tle)" >&2
+	exit 2
+	;;
+esac

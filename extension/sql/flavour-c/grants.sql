@@ -1,0 +1,3 @@
+-- payflow, C flavour: grants on the C flavour's own objects (none beyond
+-- those payflow.sql makes).  extension/sql/assemble.sh puts this file where
+-- payflow.sql says "--@@ flavour grants @@".

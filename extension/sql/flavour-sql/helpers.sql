@@ -1,0 +1,535 @@
+-- payflow, C-free flavour: SQL and PL/pgSQL twins of the C flavour's
+-- helpers (extension/sql/flavour-c/helpers.sql), for servers that load no
+-- custom C library (Amazon RDS, Aurora).  Each twin has the name,
+-- arguments, result and error codes of its C original; the shared source
+-- (payflow.sql) calls them without knowing which flavour it runs in.
+-- extension/sql/assemble.sh puts this file where payflow.sql says
+-- "--@@ flavour helpers @@".
+--
+-- What the C library keeps in backend memory or shared memory lives here
+-- in tables the payflow roles cannot read or write, and in session
+-- settings whose values are signed so that they cannot be forged:
+--
+--   settings     payflow.settings, written by payflow.set_setting() (admin);
+--                a placeholder SET counts only for a superuser, as a
+--                SUSET GUC would
+--   tenant       payflow.tenant_binding, HMAC-signed and bound to this
+--                backend and this transaction
+--   wake-ups     no NOTIFY per commit: run_scheduler (pg_cron, every second)
+--                notifies when there is something to publish or a status
+--                moved; relays and event streams poll as a fallback
+
+-- Needs pgcrypto (strong random bytes, HMAC) and pg_cron (the scheduler);
+-- stop before anything is created, naming what is missing and how to add it.
+DO $preflight$
+DECLARE
+	v_missing text[] := '{}';
+	v_hints text[] := '{}';
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pgcrypto') THEN
+		v_missing := v_missing || 'pgcrypto'::text;
+		v_hints := v_hints || 'Run CREATE EXTENSION pgcrypto; in this database (a trusted extension: '
+							  'the database owner or a role with CREATE on it can).'::text;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+		v_missing := v_missing || 'pg_cron'::text;
+		v_hints := v_hints || ('Add pg_cron to shared_preload_libraries (on Amazon RDS and Aurora: '
+							   'in the DB parameter group), set cron.database_name = '''
+							   || current_database() || ''', restart, then run CREATE EXTENSION pg_cron; '
+							   'in this database as the master user (rds_superuser) or a superuser.')::text;
+	END IF;
+	IF cardinality(v_missing) > 0 THEN
+		RAISE EXCEPTION 'payflow needs the extension% % in database "%"',
+			CASE WHEN cardinality(v_missing) > 1 THEN 's' ELSE '' END,
+			array_to_string(v_missing, ' and '), current_database()
+			USING ERRCODE = 'feature_not_supported',
+				  DETAIL = 'Nothing was installed.',
+				  HINT = array_to_string(v_hints, '  ');
+	END IF;
+END
+$preflight$;
+
+-- The C extension's control file makes the schema; here the script does.
+CREATE SCHEMA payflow;
+
+-- Which flavour is installed: 'sql' here, 'c' in the C extension.
+CREATE FUNCTION payflow._flavour() RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT 'sql'::text $$;
+
+-- pgcrypto, wherever it was installed.  SQL-standard bodies, so that the
+-- dependency is recorded: DROP EXTENSION pgcrypto cannot break payflow.
+DO $pgcrypto$
+DECLARE
+	v_schema name := (SELECT n.nspname FROM pg_catalog.pg_extension e
+						JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+					   WHERE e.extname = 'pgcrypto');
+BEGIN
+	EXECUTE format($f$
+		CREATE FUNCTION payflow._random_bytes(n integer) RETURNS bytea
+			LANGUAGE sql VOLATILE STRICT
+			RETURN %I.gen_random_bytes(n)$f$, v_schema);
+	EXECUTE format($f$
+		CREATE FUNCTION payflow._hmac(data text, key bytea) RETURNS bytea
+			LANGUAGE sql IMMUTABLE STRICT
+			RETURN %I.hmac(pg_catalog.convert_to(data, 'UTF8'), key, 'sha256')$f$, v_schema);
+END
+$pgcrypto$;
+COMMENT ON FUNCTION payflow._random_bytes(integer) IS 'n bytes from pgcrypto''s strong random source';
+
+---------------------------------------------------------------------------
+-- Settings
+---------------------------------------------------------------------------
+
+-- Policy settings of the C-free flavour.  In the C flavour they are SUSET
+-- GUCs; here a placeholder "SET payflow.max_attempts = 1000" is allowed to
+-- anyone, so the source of truth is this table, written only through
+-- payflow.set_setting() (payflow_admin).  No row: the default.
+CREATE TABLE payflow.settings (
+	name text PRIMARY KEY,
+	value text NOT NULL,			-- in the setting's base unit, as _setting() returns it
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	updated_by text NOT NULL
+);
+
+-- Each setting the SQL functions read: type, base unit, default and range,
+-- as payflow.c defines the GUCs (test/integration/flavour_sql.sh compares
+-- the two).
+CREATE FUNCTION payflow._setting_definition(name text,
+											OUT kind text, OUT unit text, OUT default_value text,
+											OUT min_value numeric, OUT max_value numeric)
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	SELECT d.kind, d.unit, d.default_value, d.min_value, d.max_value
+	  FROM (VALUES
+		('scheduler_naptime', 'integer', 'ms', '1000', 10, 3600000),
+		('scheduler_batch_size', 'integer', NULL, '1000', 1, 1000000),
+		('retry_base_delay', 'integer', 's', '10', 0, 2147483647),
+		('retry_max_delay', 'integer', 's', '900', 0, 2147483647),
+		('retry_jitter', 'real', NULL, '0.2', 0, 1),
+		('max_attempts', 'integer', NULL, '5', 1, 1000),
+		('retention_completed', 'integer', 's', '604800', 0, 2147483647),
+		('retention_failed', 'integer', 's', '2592000', 0, 2147483647),
+		('retention_payloads', 'integer', 's', '86400', 0, 2147483647),
+		('retention_consumed', 'integer', 's', '1209600', 0, 2147483647),
+		('retention_published', 'integer', 's', '3600', 0, 2147483647),
+		('payload_max_bytes', 'integer', 'B', '262144', 1, 536870911),
+		('stuck_after', 'integer', 's', '600', 1, 2147483647)
+	  ) AS d(name, kind, unit, default_value, min_value, max_value)
+	 WHERE d.name = _setting_definition.name
+$$;
+
+-- A setting's value as text with an optional unit ("30s", "1min", "64kB")
+-- in its base unit, or 22023 with the message a GUC would give.
+CREATE FUNCTION payflow._setting_parse(name text, value text) RETURNS text
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+DECLARE
+	d record := payflow._setting_definition(name);
+	v_parts text[] := regexp_match(value, '^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$');
+	v_number numeric;
+	v_factor numeric;
+BEGIN
+	IF d.kind IS NULL THEN
+		RAISE EXCEPTION 'unrecognized payflow setting "%"', name USING ERRCODE = 'undefined_object';
+	END IF;
+	IF v_parts IS NULL OR (d.kind = 'real' AND v_parts[2] <> '') THEN
+		RAISE EXCEPTION 'invalid value for parameter "payflow.%": "%"', name, value
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_number := v_parts[1]::numeric;
+	IF v_parts[2] = '' THEN
+		v_factor := 1;
+	ELSIF d.unit IN ('s', 'ms') THEN
+		-- microseconds per unit, then per base unit
+		v_factor := CASE v_parts[2] WHEN 'us' THEN 1 WHEN 'ms' THEN 1000 WHEN 's' THEN 1000000
+					WHEN 'min' THEN 60000000 WHEN 'h' THEN 3600000000 WHEN 'd' THEN 86400000000 END
+					/ CASE d.unit WHEN 's' THEN 1000000 ELSE 1000 END;
+	ELSIF d.unit = 'B' THEN
+		v_factor := CASE v_parts[2] WHEN 'B' THEN 1 WHEN 'kB' THEN 1024 WHEN 'MB' THEN 1048576
+					WHEN 'GB' THEN 1073741824 WHEN 'TB' THEN 1099511627776 END;
+	END IF;
+	IF v_factor IS NULL THEN
+		RAISE EXCEPTION 'invalid value for parameter "payflow.%": "%"', name, value
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = CASE WHEN d.unit IN ('s', 'ms') THEN 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".'
+							  WHEN d.unit = 'B' THEN 'Valid units for this parameter are "B", "kB", "MB", "GB", and "TB".'
+							  ELSE 'This parameter takes no unit.' END;
+	END IF;
+	v_number := v_number * v_factor;
+	IF d.kind = 'integer' THEN
+		v_number := round(v_number);
+	END IF;
+	IF v_number < d.min_value OR v_number > d.max_value THEN
+		RAISE EXCEPTION '% is outside the valid range for parameter "payflow.%" (% .. %)',
+			value, name, d.min_value, d.max_value
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN CASE WHEN d.kind = 'integer' THEN v_number::bigint::text ELSE v_number::float8::text END;
+END
+$$;
+
+-- A payflow setting in its base unit, without the unit (seconds, bytes,
+-- ms), like the C flavour's _setting(): a superuser's SET of the
+-- placeholder (what a SUSET GUC allows), else payflow.settings, else the
+-- default.
+CREATE FUNCTION payflow._setting(name text) RETURNS text
+	LANGUAGE plpgsql STABLE STRICT
+	AS $$
+DECLARE
+	v_set text := current_setting('payflow.' || name, true);
+	v_value text;
+BEGIN
+	IF v_set <> '' AND (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = payflow._outer_role()) THEN
+		RETURN payflow._setting_parse(name, v_set);
+	END IF;
+	SELECT s.value INTO v_value FROM payflow.settings s WHERE s.name = _setting.name;
+	IF FOUND THEN
+		RETURN v_value;
+	END IF;
+	v_value := (payflow._setting_definition(name)).default_value;
+	IF v_value IS NULL THEN
+		RAISE EXCEPTION 'unrecognized payflow setting "%"', name USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN v_value;
+END
+$$;
+
+-- Changes a payflow setting for the whole database, from the next call on
+-- (the C flavour's ALTER SYSTEM / ALTER DATABASE ... SET payflow.name).
+-- Units as in postgresql.conf; returns the value in its base unit.
+CREATE FUNCTION payflow.set_setting(name text, value text) RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_value text;
+BEGIN
+	PERFORM payflow._require_text('name', name, 64);
+	PERFORM payflow._require_text('value', value, 100);
+	v_value := payflow._setting_parse(name, value);
+	INSERT INTO payflow.settings AS s (name, value, updated_by)
+	VALUES (set_setting.name, v_value, payflow._outer_role())
+	ON CONFLICT ON CONSTRAINT settings_pkey DO UPDATE
+		SET value = EXCLUDED.value, updated_at = now(), updated_by = EXCLUDED.updated_by;
+	RETURN v_value;
+END
+$$;
+
+-- Back to the default; false when the setting had none set.
+CREATE FUNCTION payflow.reset_setting(name text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('name', name, 64);
+	IF (payflow._setting_definition(name)).kind IS NULL THEN
+		RAISE EXCEPTION 'unrecognized payflow setting "%"', name USING ERRCODE = 'undefined_object';
+	END IF;
+	DELETE FROM payflow.settings s WHERE s.name = reset_setting.name;
+	RETURN FOUND;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Ids, tokens, the state machine, backoff
+---------------------------------------------------------------------------
+
+-- "pay_" + ULID (48 bits of Unix ms, 80 random bits, Crockford base32),
+-- monotonic within a backend as in operation_id.c: the last id's parts are
+-- kept in the session setting payflow.ulid_state, and an id in the same
+-- millisecond adds one to the random part.  A forged state can only make
+-- the caller's own ids predictable or collide (the primary key refuses
+-- those); it is ignored unless well-formed.
+CREATE FUNCTION payflow._new_operation_id() RETURNS text
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	c_alphabet constant text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+	c_2_40 constant bigint := 1099511627776;
+	v_now bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+	v_state text[] := regexp_match(current_setting('payflow.ulid_state', true),
+								   '^([0-9]{1,15}):([0-9]{1,13}):([0-9]{1,13})$');
+	v_ms bigint;
+	v_hi bigint;
+	v_lo bigint;
+	v_random bytea;
+	v_out text := 'pay_';
+BEGIN
+	IF v_state IS NOT NULL THEN
+		v_ms := v_state[1]::bigint;
+		v_hi := v_state[2]::bigint;
+		v_lo := v_state[3]::bigint;
+		IF v_ms >= 281474976710656 OR v_hi >= c_2_40 OR v_lo >= c_2_40 THEN
+			v_ms := NULL;
+		END IF;
+	END IF;
+	IF v_ms IS NULL OR v_now > v_ms THEN
+		v_random := payflow._random_bytes(10);
+		v_ms := v_now;
+		v_hi := ('x' || encode(substr(v_random, 1, 5), 'hex'))::bit(40)::bigint;
+		v_lo := ('x' || encode(substr(v_random, 6, 5), 'hex'))::bit(40)::bigint;
+	ELSE
+		v_lo := v_lo + 1;
+		IF v_lo = c_2_40 THEN
+			v_lo := 0;
+			v_hi := v_hi + 1;
+			IF v_hi = c_2_40 THEN
+				-- 2^80 ids in one millisecond: borrow the next millisecond
+				v_hi := 0;
+				v_ms := v_ms + 1;
+			END IF;
+		END IF;
+	END IF;
+	PERFORM set_config('payflow.ulid_state', v_ms || ':' || v_hi || ':' || v_lo, false);
+	FOR i IN REVERSE 9..0 LOOP
+		v_out := v_out || substr(c_alphabet, ((v_ms >> (5 * i)) & 31)::integer + 1, 1);
+	END LOOP;
+	FOR i IN REVERSE 7..0 LOOP
+		v_out := v_out || substr(c_alphabet, ((v_hi >> (5 * i)) & 31)::integer + 1, 1);
+	END LOOP;
+	FOR i IN REVERSE 7..0 LOOP
+		v_out := v_out || substr(c_alphabet, ((v_lo >> (5 * i)) & 31)::integer + 1, 1);
+	END LOOP;
+	RETURN v_out;
+END
+$$;
+
+-- Hex of nbytes strong random bytes (API key and webhook secrets).
+CREATE FUNCTION payflow._random_token(nbytes integer) RETURNS text
+	LANGUAGE plpgsql VOLATILE STRICT
+	AS $$
+BEGIN
+	IF nbytes < 16 OR nbytes > 64 THEN
+		RAISE EXCEPTION 'token length must be between 16 and 64 bytes' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN encode(payflow._random_bytes(nbytes), 'hex');
+END
+$$;
+
+-- Raises PF001 unless from -> to is a legal transition; returns "to".  The
+-- table of transitions.c: PENDING -> PAYMENT_PROCESSING -> PAYMENT_COMPLETED
+-- -> POST_PROCESSING -> INVOICE_PENDING -> COMPLETED, any non-terminal ->
+-- FAILED, PENDING -> CANCELLED; a replay re-enters PENDING,
+-- PAYMENT_COMPLETED or INVOICE_PENDING from FAILED.
+CREATE FUNCTION payflow._check_transition(from_status text, to_status text, replay boolean DEFAULT false)
+	RETURNS text
+	LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+	AS $$
+DECLARE
+	c_statuses constant text[] := '{PENDING,PAYMENT_PROCESSING,PAYMENT_COMPLETED,POST_PROCESSING,'
+								  'INVOICE_PENDING,COMPLETED,FAILED,CANCELLED}';
+	v_legal boolean;
+BEGIN
+	IF NOT from_status = ANY (c_statuses) THEN
+		RAISE EXCEPTION 'unknown operation status "%"', from_status USING ERRCODE = 'invalid_parameter_value';
+	ELSIF NOT to_status = ANY (c_statuses) THEN
+		RAISE EXCEPTION 'unknown operation status "%"', to_status USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_legal := CASE WHEN replay THEN
+			from_status = 'FAILED' AND to_status IN ('PENDING', 'PAYMENT_COMPLETED', 'INVOICE_PENDING')
+		ELSE
+			CASE from_status
+				WHEN 'PENDING' THEN to_status IN ('PAYMENT_PROCESSING', 'FAILED', 'CANCELLED')
+				WHEN 'PAYMENT_PROCESSING' THEN to_status IN ('PAYMENT_COMPLETED', 'FAILED')
+				WHEN 'PAYMENT_COMPLETED' THEN to_status IN ('POST_PROCESSING', 'FAILED')
+				WHEN 'POST_PROCESSING' THEN to_status IN ('INVOICE_PENDING', 'FAILED')
+				WHEN 'INVOICE_PENDING' THEN to_status IN ('COMPLETED', 'FAILED')
+				ELSE false
+			END
+		END;
+	IF v_legal THEN
+		RETURN to_status;
+	END IF;
+	IF payflow._is_terminal(from_status) THEN
+		RAISE EXCEPTION 'illegal status transition from % to %', from_status, to_status
+			USING ERRCODE = 'PF001', DETAIL = format('%s is a terminal status.', from_status);
+	END IF;
+	RAISE EXCEPTION 'illegal status transition from % to %', from_status, to_status USING ERRCODE = 'PF001';
+END
+$$;
+
+-- COMPLETED, FAILED, CANCELLED.
+CREATE FUNCTION payflow._is_terminal(status text) RETURNS boolean
+	LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+	AS $$
+BEGIN
+	IF status IN ('COMPLETED', 'FAILED', 'CANCELLED') THEN
+		RETURN true;
+	ELSIF status IN ('PENDING', 'PAYMENT_PROCESSING', 'PAYMENT_COMPLETED', 'POST_PROCESSING', 'INVOICE_PENDING') THEN
+		RETURN false;
+	END IF;
+	RAISE EXCEPTION 'unknown operation status "%"', status USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- min(base * 2^attempt, cap) plus up to jitter * that, computed as
+-- backoff.c does: in microseconds, a month counted as 30 days, saturating
+-- at cap without overflow.
+CREATE FUNCTION payflow.backoff_delay(attempt integer, base interval, cap interval, jitter float8 DEFAULT 0.2)
+	RETURNS interval
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+	AS $$
+DECLARE
+	v_base bigint := payflow._interval_usecs(base, 'base');
+	v_cap bigint := payflow._interval_usecs(cap, 'cap');
+	v_delay bigint;
+BEGIN
+	IF attempt < 0 THEN
+		RAISE EXCEPTION 'attempt must not be negative' USING ERRCODE = 'invalid_parameter_value';
+	ELSIF NOT (jitter >= 0.0 AND jitter <= 1.0) OR jitter = 'NaN' THEN
+		RAISE EXCEPTION 'jitter must be between 0 and 1' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF v_base = 0 THEN
+		v_delay := 0;
+	ELSIF attempt >= 62 OR v_base > (v_cap >> attempt) THEN
+		v_delay := v_cap;
+	ELSE
+		v_delay := v_base << attempt;
+	END IF;
+	IF jitter > 0.0 AND v_delay > 0 THEN
+		v_delay := v_delay + trunc(random() * jitter * v_delay)::bigint;
+	END IF;
+	RETURN make_interval(secs => (v_delay / 1000000)::float8) + (v_delay % 1000000) * interval '1 microsecond';
+END
+$$;
+
+-- An interval in microseconds as backoff.c counts it; 22023 if negative.
+CREATE FUNCTION payflow._interval_usecs(value interval, arg_name text) RETURNS bigint
+	LANGUAGE plpgsql IMMUTABLE STRICT
+	AS $$
+DECLARE
+	v_months bigint := extract(year FROM value)::bigint * 12 + extract(month FROM value)::bigint;
+	v_days bigint := extract(day FROM value)::bigint;
+	v_usecs numeric;
+BEGIN
+	v_usecs := extract(epoch FROM value - make_interval(months => v_months::integer, days => v_days::integer)) * 1000000
+			   + (v_days + v_months * 30) * 86400000000;
+	IF v_usecs < 0 THEN
+		RAISE EXCEPTION '% must not be negative', arg_name USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN v_usecs::bigint;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- The tenant of the transaction
+---------------------------------------------------------------------------
+
+-- The key that signs tenant bindings: made at install, readable by the
+-- owner only (SECURITY DEFINER functions below).
+CREATE TABLE payflow._tenant_key (
+	key bytea NOT NULL
+);
+INSERT INTO payflow._tenant_key (key) VALUES (payflow._random_bytes(32));
+
+-- What ties a binding to this backend and this transaction: the backend's
+-- pid and the transaction's start time in microseconds, which no two
+-- transactions of one backend share.
+CREATE FUNCTION payflow._binding_context() RETURNS text
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT pg_backend_pid() || ':' || (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint
+$$;
+
+-- The tenant payflow.authenticate() bound to this transaction, else ''.
+-- The binding is the session setting payflow.tenant_binding =
+-- "<context>.<tenant hex>.<HMAC-SHA256 of both under payflow._tenant_key>".
+-- Anyone may SET it; only this file's functions can sign it, a binding of
+-- another transaction or backend has the wrong context, and a rolled-back
+-- transaction or savepoint restores the value it replaced, as GUCs do.
+CREATE FUNCTION payflow._current_tenant() RETURNS text
+	LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_binding text := current_setting('payflow.tenant_binding', true);
+	v_parts text[];
+BEGIN
+	IF v_binding IS NULL OR v_binding = '' THEN
+		RETURN '';
+	END IF;
+	v_parts := regexp_match(v_binding, '^([0-9]+:[0-9]+)\.([0-9a-f]*)\.([0-9a-f]{64})$');
+	IF v_parts IS NULL OR v_parts[1] <> payflow._binding_context()
+	   OR v_parts[3] <> encode(payflow._hmac(v_parts[1] || '.' || v_parts[2],
+											  (SELECT k.key FROM payflow._tenant_key k)), 'hex') THEN
+		RETURN '';
+	END IF;
+	RETURN convert_from(decode(v_parts[2], 'hex'), 'UTF8');
+END
+$$;
+
+-- The role the caller acts as (login role, or the one it SET ROLE to),
+-- also inside a SECURITY DEFINER function, where current_user is the
+-- owner.  The "role" setting is what SET ROLE changed (membership is
+-- checked when it is set, and SET ROLE is refused inside SECURITY DEFINER
+-- functions); "none" means the session user.
+CREATE FUNCTION payflow._outer_role() RETURNS text
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT CASE WHEN current_setting('role') = 'none' THEN session_user::text ELSE current_setting('role') END
+$$;
+
+-- Binds a tenant to the current transaction; only authenticate() calls it.
+-- A session-level set_config, because a SET LOCAL made inside a function
+-- with a SET clause is undone when the function returns; the context in
+-- the signed value ends the binding with the transaction.
+CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
+	LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_payload text;
+BEGIN
+	IF octet_length(tenant) > 800 THEN
+		RAISE EXCEPTION 'tenant is longer than 800 bytes' USING ERRCODE = 'string_data_right_truncation';
+	END IF;
+	v_payload := payflow._binding_context() || '.' || encode(convert_to(tenant, 'UTF8'), 'hex');
+	PERFORM set_config('payflow.tenant_binding',
+					   v_payload || '.' || encode(payflow._hmac(v_payload, (SELECT k.key FROM payflow._tenant_key k)), 'hex'),
+					   false);
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Wake-ups
+---------------------------------------------------------------------------
+
+-- No per-commit wake-up: a NOTIFY in every submit serialises commits on
+-- the notification queue's lock.  run_scheduler notifies instead (below).
+CREATE FUNCTION payflow._outbox_written() RETURNS void
+	LANGUAGE sql VOLATILE
+	AS $$ SELECT $$;
+
+CREATE FUNCTION payflow._status_changed() RETURNS void
+	LANGUAGE sql VOLATILE
+	AS $$ SELECT $$;
+
+-- The history id last announced with NOTIFY payflow_status.  Unlogged: a
+-- crash forgets it and costs one extra NOTIFY.
+CREATE UNLOGGED TABLE payflow._wakeup_marks (
+	history_last_value bigint NOT NULL
+);
+INSERT INTO payflow._wakeup_marks VALUES (0);
+
+-- After a scheduler pass (pg_cron, every second): NOTIFY payflow_outbox
+-- while events wait for a relay, NOTIFY payflow_status when history rows
+-- were added since the last pass.  Relays and event streams also poll, so
+-- a lost wake-up only costs latency.
+CREATE FUNCTION payflow._wake_listeners() RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	v_last bigint;
+BEGIN
+	IF EXISTS (SELECT FROM payflow.outbox
+				WHERE available_at <= now() AND (claim_expires_at IS NULL OR claim_expires_at < now())) THEN
+		NOTIFY payflow_outbox;
+	END IF;
+	SELECT last_value INTO v_last FROM payflow.operation_history_id_seq;
+	UPDATE payflow._wakeup_marks SET history_last_value = v_last WHERE history_last_value <> v_last;
+	IF FOUND THEN
+		NOTIFY payflow_status;
+	END IF;
+END
+$$;

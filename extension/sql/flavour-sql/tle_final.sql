@@ -1,0 +1,2 @@
+SELECT pgtle.set_default_version('payflow', '@VERSION@');
+COMMIT;

@@ -212,6 +212,7 @@ REVOKE ALL ON FUNCTION payflow._flavour(), payflow._wake_listeners(), payflow._c
 REVOKE ALL ON PROCEDURE payflow.run_scheduler_for(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.schedule_scheduler() TO payflow_admin;
 GRANT EXECUTE ON PROCEDURE payflow.run_scheduler_for(integer) TO payflow_admin;
+GRANT EXECUTE ON FUNCTION payflow._cron_schedule(text, text, text) TO payflow_admin;
 
 DROP POLICY operations_of_tenant ON payflow.operations;
 CREATE POLICY operations_of_tenant ON payflow.operations FOR SELECT TO payflow_app

@@ -2133,6 +2133,9 @@ GRANT EXECUTE ON FUNCTION
 	payflow.metrics()
 	TO payflow_admin;
 GRANT EXECUTE ON PROCEDURE payflow.run_scheduler_for(integer) TO payflow_admin;
+-- schedule_purge and schedule_scheduler run as their caller (so do their
+-- jobs), and so does the helper they share.
+GRANT EXECUTE ON FUNCTION payflow._cron_schedule(text, text, text) TO payflow_admin;
 GRANT SELECT ON ALL TABLES IN SCHEMA payflow TO payflow_admin;
 REVOKE SELECT ON payflow.api_keys FROM payflow_admin;
 GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO payflow_admin;

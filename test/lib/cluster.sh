@@ -12,8 +12,10 @@
 # C-free flavour: PostgreSQL from test/lib/pg_tree.sh (no payflow library
 # anywhere, pg_tle built in), pg_cron and pg_tle preloaded, and payflow
 # installed from dist/payflow--<version>.sql by $PF_OWNER, a role with
-# CREATEROLE and CREATEDB only, as the master user of Amazon RDS would;
-# pg_cron runs the scheduler.  Tests connect as postgres either way.
+# CREATEROLE and CREATEDB only, as the master user of Amazon RDS would
+# (PF_SQL_INSTALL=tle: registered with pg_tle from dist/payflow-tle--*.sql,
+# then CREATE EXTENSION payflow); pg_cron runs the scheduler.  Tests
+# connect as postgres either way.
 
 PF_FLAVOUR=${PF_FLAVOUR:-c}
 PF_OWNER=${PF_OWNER:-payflow_owner}
@@ -93,7 +95,13 @@ pf_install_sql_flavour() {
 	pf_psql -d postgres -U "$PF_OWNER" -qc "CREATE DATABASE $PF_DB" >/dev/null
 	pf_psql -qc "CREATE EXTENSION pg_cron" -c "GRANT USAGE ON SCHEMA cron TO $PF_OWNER" >/dev/null
 	pf_psql -U "$PF_OWNER" -qc "CREATE EXTENSION pgcrypto" >/dev/null
-	pf_psql -U "$PF_OWNER" -q -f "$repo/dist/payflow--$version.sql" >/dev/null
+	if [ "${PF_SQL_INSTALL:-dist}" = tle ]; then
+		pf_psql -qc "CREATE EXTENSION pg_tle" -c "GRANT pgtle_admin TO $PF_OWNER" >/dev/null
+		pf_psql -U "$PF_OWNER" -q -f "$repo/dist/payflow-tle--$version.sql" >/dev/null
+		pf_psql -U "$PF_OWNER" -qc "CREATE EXTENSION payflow" >/dev/null
+	else
+		pf_psql -U "$PF_OWNER" -q -f "$repo/dist/payflow--$version.sql" >/dev/null
+	fi
 	pf_psql -U "$PF_OWNER" -qAtc "SELECT payflow.schedule_scheduler()" >/dev/null
 	# A pg_cron older than 1.5 (Debian 12 has 1.4) starts the scheduler at
 	# the next full minute; cover the minute until then.

@@ -2,13 +2,44 @@
 -- Runs in one transaction that is rolled back.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
+
+-- The setting a payflow function would use, seen from the current role:
+-- tries to SET the payflow.* setting first (the C flavour refuses, 42501;
+-- the C-free flavour lets anyone set a placeholder and ignores it), then
+-- asks payflow._setting() in the caller's context and undoes the SET.
+CREATE FUNCTION public.tap_effective_setting(name text) RETURNS text
+	LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog
+	AS $f$ SELECT payflow._setting(name) $f$;
+CREATE FUNCTION public.tap_try_setting(name text, value text) RETURNS text
+	LANGUAGE plpgsql AS $f$
+DECLARE
+	v text;
+BEGIN
+	BEGIN
+		EXECUTE format('SET payflow.%s = %L', name, value);
+	EXCEPTION WHEN insufficient_privilege THEN
+		NULL;
+	END;
+	v := public.tap_effective_setting(name);
+	BEGIN
+		EXECUTE format('RESET payflow.%s', name);
+	EXCEPTION WHEN insufficient_privilege THEN
+		NULL;
+	END;
+	RETURN v;
+END
+$f$;
+GRANT EXECUTE ON FUNCTION public.tap_effective_setting(text), public.tap_try_setting(text, text) TO PUBLIC;
+SELECT payflow._flavour() AS flavour \gset
 SELECT plan(69);
 
 -- schema
 SELECT has_schema('payflow');
+-- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
 	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
-	'webhooks', 'webhook_failures']);
+	'webhooks', 'webhook_failures']
+	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
@@ -33,11 +64,13 @@ SELECT is(
 	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'
 		AND NOT (p.prosecdef AND p.proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'])),
-	ARRAY['backoff_delay', 'invoke_postprocess', 'schedule_purge']::name[],
-	'only backoff_delay (pure), invoke_postprocess (hooks run as the caller) and schedule_purge (runs as the scheduling role) are not SECURITY DEFINER');
+	ARRAY['backoff_delay', 'invoke_postprocess', 'run_scheduler_for', 'schedule_purge', 'schedule_scheduler']::name[],
+	'only backoff_delay (pure), invoke_postprocess (hooks run as the caller), schedule_purge and '
+	'schedule_scheduler (jobs run as the scheduling role) and run_scheduler_for (commits) are not SECURITY DEFINER');
 SELECT ok((SELECT bool_and(proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp']) FROM pg_proc
-			WHERE oid IN ('payflow.schedule_purge(text)'::regprocedure, 'payflow.invoke_postprocess(regprocedure,text,jsonb)'::regprocedure)),
-		  'schedule_purge and invoke_postprocess pin search_path too');
+			WHERE oid IN ('payflow.schedule_purge(text)'::regprocedure, 'payflow.schedule_scheduler()'::regprocedure,
+						  'payflow.invoke_postprocess(regprocedure,text,jsonb)'::regprocedure)),
+		  'schedule_purge, schedule_scheduler and invoke_postprocess pin search_path too');
 SELECT is(
 	(SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
 		AND has_function_privilege('public', p.oid, 'EXECUTE')),
@@ -120,7 +153,7 @@ SELECT lives_ok($$UPDATE payflow.step_definitions SET max_attempts = 7 WHERE ste
 SELECT throws_ok($$UPDATE payflow.step_definitions SET destination = 'evil' WHERE step_name = 'PROCESS_PAYMENT'$$, '42501', NULL, 'admin cannot rewire the pipeline');
 SELECT throws_ok($$SELECT key_hash FROM payflow.api_keys$$, '42501', NULL, 'admin cannot read key hashes');
 SELECT throws_ok($$DELETE FROM payflow.operations$$, '42501', NULL, 'admin cannot delete rows behind payflow''s back');
-SELECT throws_ok($$SET payflow.max_attempts = 1000$$, '42501', NULL, 'policy GUCs are superuser-only');
+SELECT is(public.tap_try_setting('max_attempts', '1000'), '5', 'policy settings are superuser-only');
 RESET ROLE;
 
 -- a role outside payflow gets nothing

@@ -5,7 +5,6 @@ CREATE FUNCTION payflow._dist_version() RETURNS text
 	LANGUAGE sql IMMUTABLE
 	AS $$ SELECT '@VERSION@'::text $$;
 REVOKE ALL ON FUNCTION payflow._dist_version() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION payflow._dist_version() TO payflow_admin;
 
 \else
 SELECT payflow._dist_version() AS payflow_installed \gset

@@ -470,13 +470,13 @@ CREATE FUNCTION payflow._outer_role() RETURNS text
 	SELECT CASE WHEN current_setting('role') = 'none' THEN session_user::text ELSE current_setting('role') END
 $$;
 
--- Binds a tenant to the current transaction; only authenticate() calls it.
--- A session-level set_config, because a SET LOCAL made inside a function
--- with a SET clause is undone when the function returns; the context in
--- the signed value ends the binding with the transaction.
+-- Binds a tenant to the current transaction; only authenticate() calls it
+-- (as payflow's owner, who may read the key).  A session-level set_config,
+-- because a SET LOCAL made inside a function with a SET clause is undone
+-- when the function returns; the context in the signed value ends the
+-- binding with the transaction.
 CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
-	LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
-	SET search_path = pg_catalog, payflow, pg_temp
+	LANGUAGE plpgsql VOLATILE STRICT
 	AS $$
 DECLARE
 	v_payload text;

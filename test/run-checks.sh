@@ -41,6 +41,10 @@ run_tier "fixture: legacy DBMS through psqlODBC" test/fixtures/legacy/selftest.s
 run_tier "fixture: invoice API stand-in" test/fixtures/invoice-api/selftest.sh
 run_tier "pg_regress + isolation" make -s installcheck
 run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
+# The C-free flavour (dist/, for Amazon RDS and Aurora): the same suites,
+# then the edge processes against it; its own clusters and ports.
+run_tier "C-free flavour: pg_regress, isolation, pgTAP (plain SQL; pg_regress again via pg_tle)" test/flavour-sql/suites.sh
+run_tier "C-free flavour: pipeline_e2e and worker_takeover" test/flavour-sql/integration.sh
 for t in test/integration/*.sh; do
 	[ -e "$t" ] || continue
 	run_tier "$(basename "$t" .sh)" "$t"

@@ -51,9 +51,10 @@ update_scripts() {
 	done
 }
 
-# Without the CREATE EXTENSION guard of the script PostgreSQL reads itself.
+# Without the guard of the scripts PostgreSQL reads itself ("\echo Use
+# CREATE EXTENSION / ALTER EXTENSION ... \quit"): psql would quit there.
 without_guard() {
-	grep -v '^\\echo Use "CREATE EXTENSION payflow" to load this file\. \\quit$'
+	grep -v '^\\echo Use ".*" to load this file\. \\quit$'
 }
 
 case "$mode" in

@@ -13,7 +13,7 @@
 set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
 
-wk_init worker-takeover 4673 4674 5
+wk_init worker-takeover "${PAYFLOW_TEST_EMULATOR_PORT:-4673}" "${PAYFLOW_TEST_EMULATOR_BACKEND_PORT:-4674}" 5
 
 wk_start_relay
 p=wt-$WK_RUN

@@ -71,7 +71,10 @@ pf_cluster_start() {
 			echo "$PF_CLUSTER_EXTRA_CONF" >>"$data/postgresql.conf"
 		fi
 	fi
-	pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
+	# already running (a test that uses the cluster from several shells)
+	if ! pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+		pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
+	fi
 	if ! pf_as_postgres "$PF_PGBIN/psql" -h "$PGHOST" -p "$PF_PGPORT" -U postgres -d postgres -Atqc \
 		"SELECT 1 FROM pg_database WHERE datname = '$PF_DB'" | grep -q 1; then
 		if [ "$PF_FLAVOUR" = sql ]; then

@@ -8,7 +8,8 @@ PF_DEBIAN_PACKAGES="build-essential pkg-config
 	postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libpq-dev libcurl4-openssl-dev libssl-dev libjansson-dev
 	unixodbc unixodbc-dev odbc-postgresql libmicrohttpd-dev
-	nodejs npm curl ca-certificates procps psmisc wrk"
+	nodejs npm curl ca-certificates procps psmisc wrk
+	flex libkrb5-dev"
 
 pf_install_deps() {
 	local missing=""

@@ -26,8 +26,11 @@ BEGIN
 				  DETAIL = 'This file installs the C-free flavour without CREATE EXTENSION; one flavour per database.',
 				  HINT = 'Keep the extension (ALTER EXTENSION payflow UPDATE), or drop it first.';
 	END IF;
-	IF to_regnamespace('payflow') IS NOT NULL AND to_regprocedure('payflow._dist_version()') IS NULL THEN
-		RAISE EXCEPTION 'schema "payflow" exists but holds no payflow install'
+	IF to_regprocedure('payflow._dist_version()') IS NULL
+	   AND (EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace = to_regnamespace('payflow'))
+			OR EXISTS (SELECT FROM pg_catalog.pg_proc WHERE pronamespace = to_regnamespace('payflow'))
+			OR EXISTS (SELECT FROM pg_catalog.pg_type WHERE typnamespace = to_regnamespace('payflow'))) THEN
+		RAISE EXCEPTION 'schema "payflow" holds objects but no payflow install'
 			USING ERRCODE = 'duplicate_schema',
 				  HINT = 'Rename or drop that schema, or install payflow into another database.';
 	END IF;

@@ -49,8 +49,9 @@ BEGIN
 END
 $preflight$;
 
--- The C extension's control file makes the schema; here the script does.
-CREATE SCHEMA payflow;
+-- The C extension's control file makes the schema; here the script does
+-- (or takes the empty one a dropped C extension leaves behind).
+CREATE SCHEMA IF NOT EXISTS payflow;
 
 -- Which flavour is installed: 'sql' here, 'c' in the C extension.
 CREATE FUNCTION payflow._flavour() RETURNS text

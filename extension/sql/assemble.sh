@@ -39,6 +39,17 @@ body() {
 	flavoured "$1" "$here/payflow.sql"
 }
 
+# "FILE FROM TO" for each payflow--FROM--TO.sql with FROM at or after
+# first_sql_version, in order.
+update_steps() {
+	local f from to
+	for f in $(update_scripts); do
+		from=${f#payflow--}
+		to=${from#*--}
+		echo "$f ${from%%--*} ${to%.sql}"
+	done
+}
+
 # payflow--A--B.sql with A at or after first_sql_version, in order.
 update_scripts() {
 	local f from
@@ -71,11 +82,7 @@ dist)
 	sed "s/@VERSION@/$version/g" "$here/flavour-sql/dist_epilogue.sql"
 	# Updates of an older install: each step runs when the installed
 	# version is its start, and moves the version on.
-	for update in $(update_scripts); do
-		from=${update#payflow--}
-		to=${from#*--}
-		to=${to%.sql}
-		from=${from%%--*}
+	update_steps | while read -r update from to; do
 		echo "SELECT :'payflow_installed' = '$from' AS payflow_step \\gset"
 		echo "\\if :payflow_step"
 		flavoured sql "$here/$update" | without_guard
@@ -100,11 +107,7 @@ tle)
 	echo '$_pgtle_$);'
 	echo '\endif'
 	# ... and each update path not yet registered.
-	for update in $(update_scripts); do
-		from=${update#payflow--}
-		to=${from#*--}
-		to=${to%.sql}
-		from=${from%%--*}
+	update_steps | while read -r update from to; do
 		echo "SELECT NOT EXISTS (SELECT FROM pgtle.extension_update_paths('payflow') WHERE source = '$from' AND target = '$to' AND path IS NOT NULL) AS payflow_path_new \\gset"
 		echo "\\if :payflow_path_new"
 		echo "SELECT pgtle.install_update_path('payflow', '$from', '$to',"

@@ -20,34 +20,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
--- The setting a payflow function would use, seen from the current role:
--- tries to SET the payflow.* setting first (the C flavour refuses, 42501;
--- the C-free flavour lets anyone set a placeholder and ignores it), then
--- asks payflow._setting() in the caller's context and undoes the SET.
-CREATE FUNCTION public.tap_effective_setting(name text) RETURNS text
-	LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog
-	AS $f$ SELECT payflow._setting(name) $f$;
-CREATE FUNCTION public.tap_try_setting(name text, value text) RETURNS text
-	LANGUAGE plpgsql AS $f$
-DECLARE
-	v text;
-BEGIN
-	BEGIN
-		EXECUTE format('SET payflow.%s = %L', name, value);
-	EXCEPTION WHEN insufficient_privilege THEN
-		NULL;
-	END;
-	v := public.tap_effective_setting(name);
-	BEGIN
-		EXECUTE format('RESET payflow.%s', name);
-	EXCEPTION WHEN insufficient_privilege THEN
-		NULL;
-	END;
-	RETURN v;
-END
-$f$;
-GRANT EXECUTE ON FUNCTION public.tap_effective_setting(text), public.tap_try_setting(text, text) TO PUBLIC;
-SELECT payflow._flavour() AS flavour \gset
+\ir setting_probe.psql
 SELECT plan(64);
 
 CREATE ROLE rp_app LOGIN IN ROLE payflow_app;

@@ -49,8 +49,9 @@ else
 check:
 	test/run-checks.sh
 
+# make demo FLAVOUR=sql: the C-free flavour (Amazon RDS, Aurora); FLAVOUR=c, the default, the extension
 demo:
-	test/demo.sh
+	FLAVOUR="$(FLAVOUR)" test/demo.sh
 
 bench:
 	test/bench.sh

@@ -12,8 +12,17 @@
 # everything.
 #
 #   make demo                 # as root on a fresh Debian 12 machine
+#   make demo FLAVOUR=sql     # the C-free flavour (Amazon RDS, Aurora)
 #   make demo KEEP=1          # leave the stack running, print how to use it
 #   make demo PAYMENTS=500 API_PAYMENTS=50
+#
+# FLAVOUR=c (the default): the C extension, CREATE EXTENSION payflow by
+# install.sql as the superuser, the scheduler background worker, settings
+# with ALTER SYSTEM.  FLAVOUR=sql: a PostgreSQL without payflow's C library
+# (test/lib/cluster.sh, PF_FLAVOUR=sql), payflow installed from
+# dist/payflow--<version>.sql by payflow_owner, a role with CREATEROLE and
+# CREATEDB only (RDS's master user), install.sql run by that role too,
+# pg_cron running the scheduler, settings with payflow.set_setting().
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -22,6 +31,18 @@ PAYMENTS=${PAYMENTS:-300}
 API_PAYMENTS=${API_PAYMENTS:-20}
 TOTAL=$((PAYMENTS + API_PAYMENTS))
 KEEP=${KEEP:-0}
+FLAVOUR=${FLAVOUR:-c}
+case "$FLAVOUR" in
+	c | sql) ;;
+	*) echo "demo: FLAVOUR must be c or sql, not '$FLAVOUR'" >&2; exit 2 ;;
+esac
+export PF_FLAVOUR=$FLAVOUR
+if [ "$FLAVOUR" = sql ]; then
+	# The stand-in for the DB parameter group: bind parameters are never
+	# logged (install.sql cannot set log_parameter_max_length per role
+	# without a superuser; see there).
+	export PF_CLUSTER_EXTRA_CONF="log_parameter_max_length = 0"
+fi
 export PF_PGPORT=${PF_DEMO_PGPORT:-54359}
 export PF_CLUSTER_DIR=/tmp/payflow-demo-cluster
 RUN=$REPO/.cache/run/demo
@@ -54,21 +75,71 @@ stop_all() {
 
 say "== installing and building"
 pf_install_deps
-make -s >/dev/null && make -s install >/dev/null
+VERSION=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/payflow.control)
+if [ "$FLAVOUR" = c ]; then
+	make -s >/dev/null && make -s install >/dev/null
+else
+	make -s dist-sql >/dev/null
+fi
 make -s -C workers >/dev/null
 mkdir -p "$RUN"
 
-say "== starting PostgreSQL 15 with payflow and pg_cron (port $PF_PGPORT)"
+if [ "$FLAVOUR" = c ]; then
+	say "== starting PostgreSQL 15 with payflow and pg_cron (port $PF_PGPORT)"
+else
+	say "== starting PostgreSQL 15 without payflow's C library, pg_cron and pg_tle preloaded (port $PF_PGPORT)"
+fi
 pf_cluster_destroy
 if [ "$KEEP" != 1 ]; then trap stop_all EXIT; fi
 pf_cluster_start
 # the production install script: login roles payflow_api / payflow_edge /
-# payflow_monitor, purge scheduled with pg_cron
-PGOPTIONS="-c client_min_messages=warning" q -f deploy/sql/install.sql >/dev/null
-echo "installed with deploy/sql/install.sql; purge scheduled with pg_cron: job $(q -c "SELECT jobid FROM cron.job WHERE jobname = 'payflow-purge'")"
+# payflow_monitor, purge (and where no background worker runs, the
+# scheduler) scheduled with pg_cron.  C flavour: run by the superuser, it
+# creates the extension.  C-free flavour: run by the role that installed
+# the dist file (test/lib/cluster.sh did, as payflow_owner).
+INSTALLER=postgres
+[ "$FLAVOUR" = sql ] && INSTALLER=$PF_OWNER
+PGOPTIONS="-c client_min_messages=warning" q -U "$INSTALLER" -f deploy/sql/install.sql >/dev/null
+# what was installed, and by whom, as the database says it
+INSTALLED_FLAVOUR=$(q -c "SELECT payflow._flavour()")
+if [ "$INSTALLED_FLAVOUR" = c ]; then
+	INSTALLED_VERSION=$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'payflow'")
+else
+	INSTALLED_VERSION=$(q -c "SELECT payflow._dist_version()")
+fi
+IFS='|' read -r OWNER OWNER_SUPER OWNER_ATTRS <<<"$(q -c "
+	SELECT r.rolname, r.rolsuper,
+		   concat_ws(' ', CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END)
+	  FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner WHERE n.nspname = 'payflow'")"
+if [ "$INSTALLED_FLAVOUR" != "$FLAVOUR" ]; then
+	echo "demo: asked for flavour $FLAVOUR, the database has $INSTALLED_FLAVOUR" >&2
+	exit 1
+fi
+cron_jobs() {
+	q -c "SELECT string_agg(jobname || ' (job ' || jobid || ', ' || schedule || ')', ', ' ORDER BY jobname)
+			FROM cron.job WHERE jobname LIKE 'payflow-%'"
+}
+if [ "$FLAVOUR" = c ]; then
+	echo "flavour: c, the C extension payflow $INSTALLED_VERSION (CREATE EXTENSION as $OWNER, a superuser; its background worker runs the scheduler)"
+	echo "installed with deploy/sql/install.sql; purge scheduled with pg_cron: job $(q -c "SELECT jobid FROM cron.job WHERE jobname = 'payflow-purge'")"
+else
+	[ "$OWNER_SUPER" = f ] || { echo "demo: payflow's owner $OWNER is a superuser" >&2; exit 1; }
+	[ "$(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'payflow'")" = 0 ] ||
+		{ echo "demo: this server has the C extension payflow" >&2; exit 1; }
+	echo "flavour: sql, the C-free flavour: payflow $INSTALLED_VERSION installed from dist/payflow--$VERSION.sql by $OWNER, not a superuser (${OWNER_ATTRS:-no attributes}); no payflow extension on this server"
+	echo "installed with deploy/sql/install.sql by $OWNER; pg_cron runs $(cron_jobs)"
+	echo "log_parameter_max_length = $(q -c 'SHOW log_parameter_max_length') for the whole server (on RDS: the DB parameter group), as $OWNER may not set it per role"
+fi
 # short retries so the demo's transient faults resolve in seconds, not minutes
-q -c "ALTER SYSTEM SET payflow.retry_base_delay = '1s'" -c "ALTER SYSTEM SET payflow.retry_max_delay = '5s'" \
-	-c "SELECT pg_reload_conf()" >/dev/null
+if [ "$FLAVOUR" = c ]; then
+	q -c "ALTER SYSTEM SET payflow.retry_base_delay = '1s'" -c "ALTER SYSTEM SET payflow.retry_max_delay = '5s'" \
+		-c "SELECT pg_reload_conf()" >/dev/null
+	echo "settings: payflow.retry_base_delay = 1s, payflow.retry_max_delay = 5s (ALTER SYSTEM, reloaded)"
+else
+	q -U "$OWNER" -c "SELECT payflow.set_setting('retry_base_delay', '1s')" \
+		-c "SELECT payflow.set_setting('retry_max_delay', '5s')" >/dev/null
+	echo "settings: retry_base_delay = 1s, retry_max_delay = 5s (payflow.set_setting as $OWNER; GUCs have no effect here)"
+fi
 
 say "== starting the SQS/S3 emulator behind a SigV4-checking front (port $PAYFLOW_EMULATOR_PORT)"
 eval "$(test/emulator/start.sh 2>"$RUN/emulator-start.log")"
@@ -138,6 +209,17 @@ case "$ROLES" in
 	*) FINAL=PENDING ;;
 esac
 [ "$FINAL" = COMPLETED ] || echo "note: roles running:${ROLES:- none}; operations settle at $FINAL in this build"
+if [ "$FLAVOUR" = c ]; then
+	# started with the server, it retries every 5 s until the database exists
+	for _ in $(seq 1 40); do
+		scheduler=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'payflow scheduler' AND datname = current_database()")
+		[ -n "$scheduler" ] && break
+		sleep 0.25
+	done
+	echo "scheduler: the background worker in database $PF_DB, ${scheduler:+pid }${scheduler:-not running yet}"
+else
+	echo "scheduler: pg_cron, $(q -c "SELECT command || ' (' || schedule || ')' FROM cron.job WHERE jobname = 'payflow-scheduler'")"
+fi
 
 say "== submitting $PAYMENTS payments in SQL and $API_PAYMENTS over HTTP"
 # Faults: transient ones in the legacy DBMS (retried with backoff) and in
@@ -176,9 +258,11 @@ done
 settled_sql="SELECT count(*) FILTER (WHERE status IN ('$FINAL', 'COMPLETED', 'FAILED', 'CANCELLED')) FROM payflow.operations"
 bar() {
 	local done=$1 total=$2 width=40
-	local filled=$((done * width / total))
-	printf '[%s%s] %3d%%' "$(printf '#%.0s' $(seq 1 $filled) 2>/dev/null)" \
-		"$(printf '.%.0s' $(seq 1 $((width - filled))) 2>/dev/null)" $((done * 100 / total))
+	local filled=$((done * width / total)) hashes dots
+	# (printf '#%.0s' $(seq 1 0) would print one #: an empty or full bar was one too long)
+	printf -v hashes '%*s' "$filled" ''
+	printf -v dots '%*s' $((width - filled)) ''
+	printf '[%s%s] %3d%%' "${hashes// /#}" "${dots// /.}" $((done * 100 / total))
 }
 say "== progress (operations per status)"
 deadline=$((SECONDS + ${DEMO_TIMEOUT:-300}))
@@ -194,6 +278,11 @@ echo
 ELAPSED=$(awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 
 say "== summary"
+if [ "$FLAVOUR" = c ]; then
+	echo "flavour:                   c (the C extension payflow $INSTALLED_VERSION)"
+else
+	echo "flavour:                   sql (C-free, payflow $INSTALLED_VERSION from dist/payflow--$VERSION.sql, installed by non-superuser $OWNER)"
+fi
 q -F ' ' <<-SQL
 	SELECT 'operations submitted:      ' || count(*) FROM payflow.operations;
 	SELECT 'settled at $FINAL:' || repeat(' ', greatest(1, 9 - length('$FINAL'))) || count(*) FILTER (WHERE status = '$FINAL' OR status = 'COMPLETED') FROM payflow.operations;
@@ -249,6 +338,6 @@ if [ "$KEEP" = 1 ]; then
 	logs:      $RUN/*.log
 	stop:      kill ${PIDS[*]}; test/fixtures/invoice-api/stop.sh; PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$RUN/webhook-receiver test/fixtures/webhook-receiver/stop.sh; \\
 	           PAYFLOW_EMULATOR_RUN_DIR=$RUN/emulator test/emulator/stop.sh; \\
-	           PF_PGPORT=$PF_PGPORT PF_CLUSTER_DIR=$PF_CLUSTER_DIR bash -c 'source test/lib/cluster.sh; pf_cluster_destroy'
+	           PF_FLAVOUR=$PF_FLAVOUR PF_PGPORT=$PF_PGPORT PF_CLUSTER_DIR=$PF_CLUSTER_DIR bash -c 'source test/lib/cluster.sh; pf_cluster_destroy'
 	EOF
 fi

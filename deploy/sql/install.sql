@@ -1,16 +1,49 @@
--- Installing payflow in a database (run as a superuser, in the database
--- named by payflow.database_name and cron.database_name).
+-- Installing payflow in a database: the extensions, the login roles of the
+-- edge processes, purge and the scheduler.  Run it with psql in the
+-- database named by cron.database_name, after either flavour:
 --
--- postgresql.conf:
---   shared_preload_libraries = 'payflow,pg_cron'
---   payflow.database_name = '<this database>'
---   cron.database_name = '<this database>'
+--   C extension (a server you run; make && make install): as a superuser.
+--     postgresql.conf:
+--       shared_preload_libraries = 'payflow,pg_cron'
+--       payflow.database_name = '<this database>'   (the scheduler worker)
+--       cron.database_name = '<this database>'
+--     This file runs CREATE EXTENSION payflow.
 --
--- Safe to run again (after ALTER EXTENSION payflow UPDATE, too): every
--- statement checks first or replaces.
+--   C-free flavour (Amazon RDS, Aurora; make dist-sql): as the role that
+--     ran dist/payflow--<version>.sql (the master user: no superuser, but
+--     CREATEROLE), after that file.  pg_cron runs the scheduler: this file
+--     registers it (payflow.schedule_scheduler()).
+--
+-- Safe to run again (after ALTER EXTENSION payflow UPDATE or a newer dist
+-- file, too): every statement checks first or replaces.
 
 CREATE EXTENSION IF NOT EXISTS pg_cron;
-CREATE EXTENSION IF NOT EXISTS payflow;
+
+-- payflow itself: the C extension when this server has it (its control file,
+-- or registered with pg_tle), else the C-free install must have run already.
+DO $$
+DECLARE
+	v_available boolean := EXISTS (SELECT FROM pg_available_extensions WHERE name = 'payflow');
+BEGIN
+	IF EXISTS (SELECT FROM pg_extension WHERE extname = 'payflow')
+	   OR to_regprocedure('payflow._flavour()') IS NOT NULL THEN
+		RETURN;
+	END IF;
+	IF NOT v_available AND to_regprocedure('pgtle.available_extensions()') IS NOT NULL THEN
+		EXECUTE 'SELECT EXISTS (SELECT FROM pgtle.available_extensions() WHERE name = ''payflow'')'
+			INTO v_available;
+	END IF;
+	IF NOT v_available THEN
+		RAISE EXCEPTION 'payflow is not installed in database "%", and this server has no payflow extension',
+			current_database()
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'On Amazon RDS and Aurora (no custom C library), run the C-free flavour''s '
+						 'dist/payflow--<version>.sql (make dist-sql) with psql as this role first, '
+						 'then this file again.  On a server you run: make && make install.';
+	END IF;
+	CREATE EXTENSION payflow;
+END
+$$;
 
 -- Login roles of the clients; passwords are set out of band (ALTER ROLE ...
 -- PASSWORD, the value then stored in AWS Secrets Manager), never in this file.
@@ -37,16 +70,66 @@ BEGIN
 	END IF;
 END
 $$;
+
 -- PostgreSQL writes the bind parameters of statements it logs (slow-query
 -- logging, errors): for these roles those are API keys, payment details and
 -- webhook secrets.  Never log them, whatever the server's log settings.
-ALTER ROLE payflow_api SET log_parameter_max_length = 0;
-ALTER ROLE payflow_api SET log_parameter_max_length_on_error = 0;
-ALTER ROLE payflow_edge SET log_parameter_max_length = 0;
-ALTER ROLE payflow_edge SET log_parameter_max_length_on_error = 0;
+-- Both settings are superuser-only: a role that may not set them (a plain
+-- CREATEROLE owner) gets a warning instead, unless they are 0 for the whole
+-- server already (on RDS and Aurora: in the DB parameter group).
+DO $$
+DECLARE
+	v_role text;
+	v_name text;
+BEGIN
+	FOREACH v_role IN ARRAY ARRAY['payflow_api', 'payflow_edge'] LOOP
+		FOREACH v_name IN ARRAY ARRAY['log_parameter_max_length', 'log_parameter_max_length_on_error'] LOOP
+			BEGIN
+				EXECUTE format('ALTER ROLE %I SET %I = 0', v_role, v_name);
+			EXCEPTION WHEN insufficient_privilege THEN
+				IF current_setting(v_name) = '0' THEN
+					RAISE NOTICE '% is 0 for the whole server; % may not set it for role %',
+						v_name, current_user, v_role;
+				ELSE
+					RAISE WARNING '% may not set % for role %: PostgreSQL may log that role''s bind parameters',
+						current_user, v_name, v_role
+						USING HINT = format('Set %s = 0 for the whole server (on Amazon RDS and Aurora: in the '
+											'DB parameter group), or run ALTER ROLE %s SET %s = 0 as a superuser.',
+											v_name, v_role, v_name);
+				END IF;
+			END;
+		END LOOP;
+	END LOOP;
+END
+$$;
 
 GRANT USAGE ON SCHEMA payflow TO payflow_monitor;
 GRANT EXECUTE ON FUNCTION payflow.metrics() TO payflow_monitor;
 
 -- TTL purge every 5 minutes, bounded batches; runs as the current role.
 SELECT payflow.schedule_purge('*/5 * * * *');
+
+-- The scheduler (expired leases, due retries, lost messages; in the C-free
+-- flavour also the relays' wake-ups): the C extension's background worker
+-- where payflow is preloaded with payflow.database_name = this database,
+-- else pg_cron (job payflow-scheduler, runs as the current role).
+DO $$
+DECLARE
+	v_flavour text := 'c';
+BEGIN
+	IF to_regprocedure('payflow._flavour()') IS NOT NULL THEN
+		EXECUTE 'SELECT payflow._flavour()' INTO v_flavour;
+	END IF;
+	IF v_flavour = 'c' AND EXISTS (SELECT FROM pg_settings
+									WHERE name = 'payflow.database_name' AND context = 'postmaster'
+									  AND setting = current_database()) THEN
+		RETURN;
+	END IF;
+	IF v_flavour = 'c' THEN
+		RAISE NOTICE 'the payflow scheduler worker does not run in database "%" (payflow not preloaded, '
+					 'or payflow.database_name names another database): pg_cron runs the scheduler',
+			current_database();
+	END IF;
+	PERFORM payflow.schedule_scheduler();
+END
+$$;

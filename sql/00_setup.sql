@@ -8,8 +8,10 @@ BEGIN
 	EXECUTE statement;
 	RETURN QUERY SELECT '00000'::text, 'ok'::text;
 EXCEPTION WHEN OTHERS THEN
-	-- operation ids are random: mask them so expected output is stable
-	RETURN QUERY SELECT SQLSTATE::text, regexp_replace(SQLERRM, 'pay_[0-9A-HJKMNP-TV-Z]{26}', 'pay_<id>', 'g');
+	-- operation and event ids are random: mask them so expected output is stable
+	RETURN QUERY SELECT SQLSTATE::text,
+						regexp_replace(regexp_replace(SQLERRM, 'pay_[0-9A-HJKMNP-TV-Z]{26}', 'pay_<id>', 'g'),
+									   '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g');
 END
 $$;
 

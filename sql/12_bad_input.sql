@@ -500,6 +500,13 @@ SELECT tenant = :'inj' AS tenant_verbatim, name = :'inj2' AS name_verbatim
 -- webhooks: set_webhook, delete_webhook, webhook_target,
 -- record_webhook_failure, replay_webhook; revoke_api_key; changes
 ---------------------------------------------------------------------------
+-- an operation that failed, so payflow published an OperationFailed event
+-- for it: the only kind of event webhooks deliver and failures record
+SELECT payflow.submit(:'inj' || '-wh', '{}') AS wh_op \gset
+SELECT payflow.claim_step(:'wh_op', 'PROCESS_PAYMENT', 'bi-w') ->> 'action' = 'run'
+	   AND payflow.fail_step(:'wh_op', 'PROCESS_PAYMENT', 'bi-w', jsonb_build_object('message', :'inj2'), false) ->> 'action' = 'failed' AS wh_failed;
+SELECT event_id AS wh_ev, body AS wh_body FROM payflow.outbox
+ WHERE operation_id = :'wh_op' AND destination = 'operation-events' \gset
 SELECT pf_row_counts() AS before \gset
 SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'set_webhook tenant NULL',  $$SELECT payflow.set_webhook(NULL, 'https://hooks.test/h')$$,
@@ -517,6 +524,12 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'webhook_target NULL',      $$SELECT payflow.webhook_target(NULL)$$,
 	'webhook_target malformed', format($$SELECT payflow.webhook_target(%L)$$, :'inj'),
 	'webhook_target unknown',   format($$SELECT payflow.webhook_target(%L)$$, :'unknown'),
+	'webhook_target event NULL', format($$SELECT payflow.webhook_target(%L, NULL, %L)$$, :'wh_op', :'wh_body'),
+	'webhook_target body NULL', format($$SELECT payflow.webhook_target(%L, %L, NULL)$$, :'wh_op', :'wh_ev'),
+	'webhook_target forged id', format($$SELECT payflow.webhook_target(%L, gen_random_uuid(), %L)$$, :'wh_op', :'wh_body'),
+	'webhook_target forged body', format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'wh_op', :'wh_ev', :'inj'),
+	'webhook_target other op',  format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op', :'wh_ev', :'wh_body'),
+	'failure not published',    format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 1, '{}')$$, :'op'),
 	'failure event NULL',       format($$SELECT payflow.record_webhook_failure(NULL, %L, '{}', 1, '{}')$$, :'op'),
 	'failure op malformed',     format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{}', 1, '{}')$$, :'inj'),
 	'failure op unknown',       format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 1, '{}')$$, :'unknown'),
@@ -543,12 +556,10 @@ SELECT payflow.set_webhook(:'inj', 'https://hooks.test/h?q=%27%3B--') ~ '^whsec_
 SELECT url = 'https://hooks.test/h?q=%27%3B--' AS url_verbatim FROM payflow.webhooks WHERE tenant = :'inj';
 SELECT payflow.delete_webhook(:'inj') AS deleted, payflow.delete_webhook(:'inj') AS deleted_again;
 -- a delivery failure of the operation (tenant '' has no webhook: no URL)
-SELECT payflow.webhook_target(:'op') IS NULL AS no_webhook;
-SELECT payflow.record_webhook_failure('00000000-0000-0000-0000-000000000003', :'op',
-	jsonb_build_object('eventType', 'OperationCompleted', 'eventId', '00000000-0000-0000-0000-000000000003',
-					   'operationId', :'op', 'paymentId', :'inj')::text, 3,
+SELECT payflow.webhook_target(:'wh_op', :'wh_ev', :'wh_body') IS NULL AS no_webhook;
+SELECT payflow.record_webhook_failure(:'wh_ev', :'wh_op', :'wh_body', 3,
 	jsonb_build_object('message', :'inj2')) AS wf \gset
-SELECT payment = :'inj' AS body_verbatim, url = '' AS no_url
+SELECT payment = :'inj' || '-wh' AS body_verbatim, url = '' AS no_url
   FROM (SELECT body ->> 'paymentId' AS payment, url FROM payflow.webhook_failures WHERE id = :wf) f;
 SELECT payflow.replay_webhook(:wf) AS replayed, payflow.replay_webhook(:wf) AS replayed_again;
 -- a failure whose body is JSON but not an event is refused (its replay

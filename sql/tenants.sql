@@ -170,3 +170,26 @@ COMMIT;
 -- a tenant name of 200 multi-byte characters authenticates
 SELECT payflow.create_api_key(repeat('é', 200), 'long') AS key_long \gset
 SELECT length(payflow.authenticate(:'key_long')) AS tenant_length;
+
+-- submit_ref with the pg store names only the caller's tenant's payloads:
+-- another tenant's key answers exactly like an unknown one, whatever the
+-- checksum (no existence oracle, no checksum guessing, no charging one
+-- tenant's request for another's operation).  (An administrator who bound
+-- no tenant sees every tenant's, as in status.)
+SELECT request_ref ->> 'key' AS key_a, request_ref ->> 'checksum' AS sum_a, (request_ref ->> 'size')::bigint AS size_a
+  FROM payflow.operations WHERE id = :'op_a' \gset
+SELECT payflow.create_api_key('tenant-b', 'b2') AS key_b2, payflow.create_api_key('tenant-a', 'a2') AS key_a2 \gset
+CREATE ROLE regress_ref_app IN ROLE payflow_app;
+SET ROLE regress_ref_app;
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('t-ref-1', 'pg', %L, %L, %s) FROM payflow.authenticate(%L)$$,
+							:'key_a', :'sum_a', :'size_a', :'key_b2'));
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('t-ref-1', 'pg', %L, %L, %s) FROM payflow.authenticate(%L)$$,
+							:'key_a', 'sha256:' || repeat('0', 64), :'size_a', :'key_b2'));
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('t-ref-1', 'pg', %L, %L, %s) FROM payflow.authenticate(%L)$$,
+							replace(:'key_a', 'request', 'nothing'), :'sum_a', :'size_a', :'key_b2'));
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('t-ref-1', 'pg', %L, %L, %s)$$, :'key_a', :'sum_a', :'size_a'));
+-- its own tenant may (a new request for the same stored details)
+SELECT payflow.submit_ref('t-ref-2', 'pg', :'key_a', :'sum_a', :'size_a') ~ '^pay_' AS own_payload_ok
+  FROM payflow.authenticate(:'key_a2');
+RESET ROLE;
+DROP ROLE regress_ref_app;

@@ -2,33 +2,51 @@
 SELECT payflow.create_api_key('hook-a') AS key_a \gset
 SELECT payflow.submit('wh-pay-1', '{}') AS op_a FROM payflow.authenticate(:'key_a') \gset
 SELECT payflow.submit('wh-pay-2', '{}') AS op_sql \gset
+-- both end FAILED, so payflow publishes an OperationFailed event for each
+SELECT bool_and(payflow.claim_step(o, 'PROCESS_PAYMENT', 'wh-w') ->> 'action' = 'run'
+				AND payflow.fail_step(o, 'PROCESS_PAYMENT', 'wh-w', '{"code": "DECLINED"}', false) ->> 'action' = 'failed') AS failed
+  FROM unnest(ARRAY[:'op_a', :'op_sql']) o;
+SELECT event_id AS ev_a, body AS body_a FROM payflow.outbox
+ WHERE operation_id = :'op_a' AND destination = 'operation-events' \gset
+SELECT event_id AS ev_sql, body AS body_sql FROM payflow.outbox
+ WHERE operation_id = :'op_sql' AND destination = 'operation-events' \gset
 
 SELECT payflow.set_webhook('hook-a', 'https://example.test/hooks/payflow') AS secret1 \gset
 SELECT left(:'secret1', 6) AS prefix, length(:'secret1') AS length;
 SELECT t ->> 'tenant' AS tenant, t ->> 'url' AS url, t ->> 'secret' = :'secret1' AS same_secret
-  FROM payflow.webhook_target(:'op_a') t;
-SELECT payflow.webhook_target(:'op_sql') IS NULL AS no_webhook_for_sql_tenant;
-SELECT * FROM pf_try($$SELECT payflow.webhook_target('pay_00000000000000000000000000')$$);
+  FROM payflow.webhook_target(:'op_a', :'ev_a', :'body_a') t;
+SELECT payflow.webhook_target(:'op_sql', :'ev_sql', :'body_sql') IS NULL AS no_webhook_for_sql_tenant;
+SELECT * FROM pf_try($$SELECT payflow.webhook_target('pay_00000000000000000000000000', gen_random_uuid(), '{}')$$);
+-- Only events payflow published are signed: not an unknown event id, not
+-- a published one with another body ("completed" for a failed operation),
+-- not another operation's event; the same JSON formatted otherwise is fine.
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, gen_random_uuid(), %L)$$, :'op_a', :'body_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op_a', :'ev_a',
+						 jsonb_set(:'body_a'::jsonb, '{status}', '"COMPLETED"')::text));
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op_a', :'ev_sql', :'body_sql'));
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, 'not json')$$, :'op_a', :'ev_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, NULL, %L)$$, :'op_a', :'body_a'));
+SELECT payflow.webhook_target(:'op_a', :'ev_a', jsonb_pretty(:'body_a'::jsonb)) ->> 'tenant' AS reformatted_body_ok;
 
 -- Replacing rotates the secret.
 SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret2 \gset
-SELECT :'secret2' <> :'secret1' AS rotated, payflow.webhook_target(:'op_a') ->> 'url' AS url;
+SELECT :'secret2' <> :'secret1' AS rotated, payflow.webhook_target(:'op_a', :'ev_a', :'body_a') ->> 'url' AS url;
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'ftp://example.test/x')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://exa mple.test/')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('', 'https://example.test/')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', NULL)$$);
 
--- A failed delivery: one row per event, open until replayed.
-SELECT '6f1c3e0a-8d1b-4a5e-9a43-0c2f1c1d0001' AS ev \gset
-SELECT jsonb_build_object('eventType', 'OperationCompleted', 'eventVersion', 1, 'eventId', :'ev',
-                          'operationId', :'op_a', 'paymentId', 'wh-pay-1')::text AS body \gset
+-- A failed delivery: one row per event, open until replayed; only of an
+-- event payflow published (what a replay sends must be payflow's own).
+SELECT :'ev_a' AS ev, :'body_a' AS body \gset
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, %L, 3, NULL)$$, :'op_a', :'body_a'));
 SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 3, '{"status": 503}') AS f1 \gset
 SELECT payflow.record_webhook_failure(:'ev', :'op_a', :'body', 4, '{"status": 500}') = :f1 AS same_row;
 SELECT tenant, url, attempts, error, replayed_at IS NULL AS open FROM payflow.webhook_failures WHERE id = :f1;
 SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, 'not json', 1, NULL)$$, :'op_a'));
 SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '[1, 2]', 1, NULL)$$, :'op_a'));
-SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 0, NULL)$$, :'op_a'));
+SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(%L, %L, %L, 0, NULL)$$, :'ev_a', :'op_a', :'body_a'));
 SELECT * FROM pf_try(format($$SELECT payflow.record_webhook_failure(NULL, %L, '{}', 1, NULL)$$, :'op_a'));
 SELECT * FROM pf_try($$SELECT payflow.record_webhook_failure(gen_random_uuid(), 'pay_00000000000000000000000000', '{"eventType": "OperationCompleted"}', 1, NULL)$$);
 SELECT (payflow.metrics() -> 'webhookFailures' ->> 'open')::int AS open_failures;
@@ -55,7 +73,7 @@ DROP ROLE regress_hook_admin;
 
 -- delete_webhook, and purge of old failures
 SELECT payflow.delete_webhook('hook-a') AS deleted, payflow.delete_webhook('hook-a') AS again;
-SELECT payflow.webhook_target(:'op_a') IS NULL AS no_webhook_any_more;
+SELECT payflow.webhook_target(:'op_a', :'ev_a', :'body_a') IS NULL AS no_webhook_any_more;
 SET payflow.retention_failed = 0;
 SELECT (payflow.purge() ->> 'webhookFailures')::int >= 1 AS purged;
 SELECT count(*) AS failures_left FROM payflow.webhook_failures;

@@ -282,6 +282,18 @@ CREATE TABLE payflow.webhook_failures (
 
 CREATE INDEX webhook_failures_updated_idx ON payflow.webhook_failures (updated_at);
 
+-- The events payflow published to operation-events, by id and a sha256 of
+-- the body: the webhook worker signs and delivers only those, so that
+-- whoever may send to that queue cannot have payflow sign "payment
+-- completed" for an operation that failed.  Kept as long as its operation.
+CREATE TABLE payflow.operation_events (
+	event_id uuid PRIMARY KEY,
+	operation_id text COLLATE "C" NOT NULL,
+	body_sha256 bytea NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX operation_events_operation_idx ON payflow.operation_events (operation_id);
+
 ---------------------------------------------------------------------------
 -- Internal helpers (revoked from PUBLIC below)
 ---------------------------------------------------------------------------
@@ -295,6 +307,62 @@ CREATE FUNCTION payflow._seconds(name text) RETURNS interval
 CREATE FUNCTION payflow._iso(ts timestamptz) RETURNS text
 	LANGUAGE sql STABLE
 	AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') $$;
+
+-- Card numbers in error texts (a legacy DBMS that echoes its input, say):
+-- every run of 13 to 19 digits, spaces or dashes between them allowed, that
+-- passes the Luhn check keeps its last four digits and loses the others.
+-- Applied to errors before they are stored (PCI DSS 3.4); the workers
+-- redact before that already.
+CREATE FUNCTION payflow._mask_card_numbers(value text) RETURNS text
+	LANGUAGE plpgsql IMMUTABLE STRICT
+	AS $$
+DECLARE
+	v_match text;
+	v_digits text;
+	v_sum integer;
+	v_digit integer;
+	v_out text := value;
+BEGIN
+	IF value !~ '[0-9]{4}' THEN
+		RETURN value;
+	END IF;
+	FOR v_match IN SELECT DISTINCT m[1] FROM regexp_matches(value, '(?<![0-9])([0-9](?:[ -]?[0-9]){12,18})(?![0-9])', 'g') m LOOP
+		v_digits := regexp_replace(v_match, '[^0-9]', '', 'g');
+		v_sum := 0;
+		FOR i IN 1..length(v_digits) LOOP
+			v_digit := substr(v_digits, length(v_digits) - i + 1, 1)::integer;
+			IF i % 2 = 0 THEN
+				v_digit := v_digit * 2;
+				IF v_digit > 9 THEN
+					v_digit := v_digit - 9;
+				END IF;
+			END IF;
+			v_sum := v_sum + v_digit;
+		END LOOP;
+		IF v_sum % 10 = 0 THEN
+			v_out := replace(v_out, v_match, repeat('*', length(v_digits) - 4) || right(v_digits, 4));
+		END IF;
+	END LOOP;
+	RETURN v_out;
+END
+$$;
+
+-- The same over every string and number of a JSON document (keys stay).
+CREATE FUNCTION payflow._mask_card_numbers(value jsonb) RETURNS jsonb
+	LANGUAGE sql IMMUTABLE STRICT
+	AS $$
+	SELECT CASE jsonb_typeof(value)
+		WHEN 'string' THEN to_jsonb(payflow._mask_card_numbers(value #>> '{}'))
+		WHEN 'object' THEN (SELECT coalesce(jsonb_object_agg(k, payflow._mask_card_numbers(v)), '{}'::jsonb)
+							  FROM jsonb_each(value) AS e(k, v))
+		WHEN 'array' THEN (SELECT coalesce(jsonb_agg(payflow._mask_card_numbers(v) ORDER BY i), '[]'::jsonb)
+							 FROM jsonb_array_elements(value) WITH ORDINALITY AS e(v, i))
+		-- a number that is a card number becomes the masked string
+		WHEN 'number' THEN CASE WHEN payflow._mask_card_numbers(value::text) = value::text THEN value
+								ELSE to_jsonb(payflow._mask_card_numbers(value::text)) END
+		ELSE value
+	END
+$$;
 
 -- A required text argument: not NULL (22004), not empty (22023), not
 -- longer than max_length characters (22001).
@@ -518,13 +586,17 @@ CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlat
 	AS $$
 DECLARE
 	v_event_id uuid := gen_random_uuid();
+	v_body jsonb := payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+										p_event_type, p_attempt, p_extra);
 BEGIN
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
 								message_group_id, body, attributes)
 	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_payment_id),
-			payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
-								p_event_type, p_attempt, p_extra),
-			payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+			v_body, payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	IF p_destination = 'operation-events' THEN
+		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
+		VALUES (v_event_id, p_operation_id, sha256(convert_to(v_body::text, 'UTF8')));
+	END IF;
 	PERFORM payflow._outbox_written();
 	RETURN v_event_id;
 END
@@ -571,20 +643,20 @@ CREATE FUNCTION payflow._fail_operation(o payflow.operations, s payflow.steps,
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
-	v_summary jsonb := jsonb_strip_nulls(jsonb_build_object(
+	v_summary jsonb := payflow._mask_card_numbers(jsonb_strip_nulls(jsonb_build_object(
 		'step', s.step_name,
 		'code', p_error -> 'code',
-		'message', p_error -> 'message'));
+		'message', p_error -> 'message')));
 BEGIN
 	UPDATE payflow.steps
 	   SET status = 'FAILED', last_error = p_error, finished_at = now(),
 		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
 	 WHERE operation_id = s.operation_id AND step_name = s.step_name;
 	PERFORM payflow._set_status(o.id, o.status, 'FAILED',
-								coalesce(p_error ->> 'message', p_error ->> 'code', 'failed'), p_actor);
+								coalesce(v_summary ->> 'message', v_summary ->> 'code', 'failed'), p_actor);
 	UPDATE payflow.operations SET error = v_summary WHERE id = o.id;
 	INSERT INTO payflow.dead_letters (source, operation_id, step_name, error, attempts)
-	VALUES ('step', o.id, s.step_name, p_error, s.attempt);
+	VALUES ('step', o.id, s.step_name, payflow._mask_card_numbers(p_error), s.attempt);
 	PERFORM payflow._emit(o.id, o.payment_id, o.correlation_id, 'OperationFailed', 'operation-events',
 						  s.attempt, jsonb_build_object('status', 'FAILED', 'failedStep', s.step_name,
 														'error', v_summary));
@@ -748,7 +820,13 @@ BEGIN
 								 ELSE 'invalid_parameter_value' END;
 	END IF;
 	IF store = 'pg' THEN
-		SELECT * INTO v_stored FROM payflow.payloads p WHERE p.key = submit_ref.key;
+		-- Only a payload of an operation the caller may see (its tenant's):
+		-- another tenant's key answers exactly like an unknown one, so keys
+		-- cannot be probed, checksums not guessed, and no tenant's request
+		-- charged for another.
+		SELECT p.* INTO v_stored
+		  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+		 WHERE p.key = submit_ref.key AND payflow._visible(o.tenant);
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';
 		ELSIF v_stored.checksum <> checksum OR v_stored.size <> size THEN
@@ -1074,6 +1152,36 @@ BEGIN
 END
 $$;
 
+-- A reference a worker hands on as a step's result must name a payload of
+-- that operation: its own pg payload with the checksum it claims, or an S3
+-- key under payments/<id>/ (22023 otherwise, P0002/PF005 as payload_get).
+CREATE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	p payflow.payloads;
+BEGIN
+	PERFORM payflow._require_text('result_ref.key', p_ref ->> 'key', 1024);
+	PERFORM payflow._require_text('result_ref.checksum', p_ref ->> 'checksum', 71);
+	IF p_ref ->> 'store' IS DISTINCT FROM 'pg' AND p_ref ->> 'store' IS DISTINCT FROM 's3' THEN
+		RAISE EXCEPTION 'unknown payload store "%"', coalesce(p_ref ->> 'store', 'missing')
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	ELSIF left(p_ref ->> 'key', length(p_operation_id) + 10) <> 'payments/' || p_operation_id || '/' THEN
+		RAISE EXCEPTION 'result_ref must name a payload of operation %', p_operation_id
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Its key is %s; keys of this operation start with payments/%s/.',
+								  p_ref ->> 'key', p_operation_id);
+	ELSIF p_ref ->> 'store' = 'pg' THEN
+		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key' AND operation_id = p_operation_id;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', p_ref ->> 'key' USING ERRCODE = 'no_data_found';
+		ELSIF p.checksum IS DISTINCT FROM p_ref ->> 'checksum' THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+END
+$$;
+
 -- Records a step's success in one transaction: step done, status advanced,
 -- result stored, the next event in the outbox.  A repeated call returns the
 -- first call's answer.
@@ -1112,6 +1220,9 @@ BEGIN
 				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
 	END IF;
 	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	IF v_ref IS NOT NULL THEN
+		PERFORM payflow._require_own_ref(o.id, v_ref);
+	END IF;
 
 	IF v_ref IS NULL AND d.result_name IS NOT NULL THEN
 		v_ref := payflow._payload_write(o.id, d.result_name, convert_to(result::text, 'UTF8'));
@@ -1184,6 +1295,9 @@ BEGIN
 		RAISE EXCEPTION 'retryable must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	PERFORM payflow._require_size('error', octet_length(error::text));
+	-- Card numbers never reach the step, the status document, history,
+	-- dead letters or OperationFailed.
+	error := payflow._mask_card_numbers(error);
 
 	o := payflow._lock_operation(operation_id);
 	s := payflow._lock_step(o.id, d.step_name);
@@ -1259,11 +1373,20 @@ BEGIN
 END
 $$;
 
--- Writes a payload of the "pg" store for an operation; returns its ref.
-CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea) RETURNS jsonb
+-- Writes a payload of the "pg" store for a step's result; returns its ref
+-- (for complete_step's result_ref).  Only the worker holding the lease of
+-- the running step may, and only under the step's result name: anyone else
+-- could take the key first, and the step's completion would then fail
+-- after the payment was made.
+CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
+									step text DEFAULT NULL, worker_id text DEFAULT NULL)
+	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
+DECLARE
+	d payflow.step_definitions;
+	s payflow.steps;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('name', name, 100);
@@ -1277,6 +1400,23 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = payload_put.operation_id) THEN
 		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	IF step IS NULL OR worker_id IS NULL THEN
+		RAISE EXCEPTION 'only the lease holder of a running step may write a payload'
+			USING ERRCODE = 'PF004', HINT = 'Pass the step and the worker_id that claimed it.';
+	END IF;
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	SELECT * INTO s FROM payflow.steps t
+	 WHERE t.operation_id = payload_put.operation_id AND t.step_name = d.step_name;
+	IF s.status IS DISTINCT FROM 'RUNNING' OR s.lease_owner IS DISTINCT FROM worker_id THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, d.step_name
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
+	ELSIF name IS DISTINCT FROM d.result_name THEN
+		RAISE EXCEPTION 'step % writes only its result payload', d.step_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = CASE WHEN d.result_name IS NULL THEN format('Step %s has no result payload.', d.step_name)
+								ELSE format('Its name is %s.', d.result_name) END;
 	END IF;
 	RETURN payflow._payload_write(operation_id, name, content);
 END
@@ -1382,7 +1522,8 @@ BEGIN
 	PERFORM payflow._require_text('queue', queue, 1000);
 	PERFORM payflow._require_object('error', error);
 	INSERT INTO payflow.dead_letters (source, queue, message_body, error, operation_id)
-	VALUES ('message', queue, left(message_body, 262144), error,
+	VALUES ('message', queue, payflow._mask_card_numbers(left(message_body, 262144)),
+			payflow._mask_card_numbers(error),
 			CASE WHEN operation_id ~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN operation_id END)
 	RETURNING id INTO v_id;
 	RETURN v_id;
@@ -1402,9 +1543,12 @@ CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_se
 	AS $$
 BEGIN
 	PERFORM payflow._require_text('relay_id', relay_id, 200);
-	PERFORM payflow._require_worker(relay_id, lease_seconds);
-	IF max_events IS NULL OR max_events < 1 OR max_events > 10000 THEN
-		RAISE EXCEPTION 'max_events must be between 1 and 10000' USING ERRCODE = 'invalid_parameter_value';
+	-- Capped: one relay login must not be able to lease the whole outbox
+	-- for a day.
+	IF max_events IS NULL OR max_events < 1 OR max_events > 1000 THEN
+		RAISE EXCEPTION 'max_events must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
+	ELSIF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 600 THEN
+		RAISE EXCEPTION 'lease_seconds must be between 1 and 600' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	RETURN QUERY
 		WITH candidates AS (
@@ -1486,9 +1630,38 @@ BEGIN
 END
 $$;
 
+-- PF008 unless payflow published this event of this operation to
+-- operation-events with this body (compared as JSON, so formatting does
+-- not matter).
+CREATE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	v_body jsonb;
+BEGIN
+	BEGIN
+		v_body := p_body::jsonb;
+	EXCEPTION WHEN invalid_text_representation THEN
+		v_body := NULL;
+	END;
+	IF v_body IS NULL OR NOT EXISTS (
+			SELECT FROM payflow.operation_events e
+			 WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id
+			   AND e.body_sha256 = sha256(convert_to(v_body::text, 'UTF8'))) THEN
+		RAISE EXCEPTION 'event % of operation % was not published by payflow', p_event_id, p_operation_id
+			USING ERRCODE = 'PF008',
+				  DETAIL = 'No event with this id, operation and body went to operation-events.';
+	END IF;
+END
+$$;
+
 -- Where and how to deliver the webhook of an operation's tenant:
--- {"tenant","url","secret"}, or NULL when the tenant has no webhook.
-CREATE FUNCTION payflow.webhook_target(operation_id text) RETURNS jsonb
+-- {"tenant","url","secret"}, or NULL when the tenant has no webhook.  Only
+-- for an event payflow published to operation-events, with exactly that
+-- body (compared as JSON): anything else is PF008, for the worker to dead-
+-- letter instead of signing it.
+CREATE FUNCTION payflow.webhook_target(operation_id text, event_id uuid DEFAULT NULL, body text DEFAULT NULL)
+	RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -1500,6 +1673,12 @@ BEGIN
 	IF NOT FOUND THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
+	IF event_id IS NULL OR body IS NULL THEN
+		RAISE EXCEPTION '% must not be null', CASE WHEN event_id IS NULL THEN 'event_id' ELSE 'body' END
+			USING ERRCODE = 'null_value_not_allowed',
+				  HINT = 'Pass the event being delivered: only events payflow published are signed.';
+	END IF;
+	PERFORM payflow._require_published(event_id, operation_id, body);
 	RETURN (SELECT jsonb_build_object('tenant', w.tenant, 'url', w.url, 'secret', w.secret)
 			  FROM payflow.webhooks w WHERE w.tenant = v_tenant);
 END
@@ -1546,10 +1725,12 @@ BEGIN
 	IF NOT FOUND THEN
 		PERFORM payflow._unknown_operation(operation_id);
 	END IF;
+	-- what replay_webhook would send again must be payflow's own event
+	PERFORM payflow._require_published(event_id, operation_id, body);
 	INSERT INTO payflow.webhook_failures AS f (event_id, operation_id, tenant, url, body, attempts, error)
 	VALUES (record_webhook_failure.event_id, record_webhook_failure.operation_id, v_tenant,
 			coalesce((SELECT w.url FROM payflow.webhooks w WHERE w.tenant = v_tenant), ''),
-			v_body, attempts, error)
+			v_body, attempts, payflow._mask_card_numbers(error))
 	ON CONFLICT ON CONSTRAINT webhook_failures_event_id_key DO UPDATE
 		SET attempts = EXCLUDED.attempts, error = EXCLUDED.error, url = EXCLUDED.url,
 			updated_at = now(), replayed_at = NULL
@@ -1762,6 +1943,8 @@ BEGIN
 		 WHERE c.key >= 'payments/' || ops.id || '/' AND c.key < 'payments/' || ops.id || '0'
 	), del_dead AS (
 		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+	), del_events AS (
+		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
 	)
 	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
 	GET DIAGNOSTICS v_operations = ROW_COUNT;
@@ -2102,7 +2285,7 @@ GRANT EXECUTE ON FUNCTION
 	payflow.complete_step(text, text, text, jsonb, jsonb),
 	payflow.fail_step(text, text, text, jsonb, boolean),
 	payflow.payload_get(jsonb),
-	payflow.payload_put(text, text, bytea),
+	payflow.payload_put(text, text, bytea, text, text),
 	payflow.mark_consumed(text, uuid),
 	payflow.record_dead_letter(text, text, jsonb, text),
 	payflow.default_postprocess(text, jsonb),
@@ -2111,7 +2294,7 @@ GRANT EXECUTE ON FUNCTION
 	payflow.outbox_ack(uuid[], text[]),
 	payflow.outbox_nack(uuid, text),
 	payflow.backoff_delay(integer, interval, interval, float8),
-	payflow.webhook_target(text),
+	payflow.webhook_target(text, uuid, text),
 	payflow.record_webhook_failure(uuid, text, text, integer, jsonb)
 	TO payflow_worker;
 

@@ -25,6 +25,10 @@
 #                   replay_webhook once the receiver is healthy: delivered,
 #                   with the same Payflow-Event-Id; a second replay is refused
 #   other events    a PaymentRequested on operation-events: deleted, no call
+#   forged events   an OperationCompleted for A's failed operation sent to
+#                   the queue by someone else (a new event id; and the real
+#                   event id with its body edited): never signed or sent,
+#                   each a forged_event dead letter, message deleted
 #   http:// URL     tenant H, plain http:// to a host that is not loopback:
 #                   never called, dead-lettered at once (url_not_allowed)
 #   kill -9         tenant K, a slow receiver, a worker killed -9 with
@@ -256,6 +260,30 @@ pf_eq "delivered: the completed event carries the operation's result" "inv_1" \
 	"$(deliveries /a | js "d.deliveries.find(x => x.operationId === '$a1').body.result.invoiceId")"
 pf_eq "delivered: signed a moment before it arrived (t within 10 s)" "true" \
 	"$(deliveries /a | js 'd.requests.every(r => Math.abs(r.receivedMs / 1000 - r.signatureTime) < 10)')"
+
+# forged: "completed" for a3, which FAILED, straight onto the queue
+a3_event=$(event_of "$a3")
+a3_body=$(q -c "SELECT jsonb_build_object('eventType', 'OperationCompleted', 'eventVersion', 1,
+				 'eventId', '$a3_event', 'operationId', '$a3', 'paymentId', '$run-a3', 'attempt', 1,
+				 'createdAt', '2026-01-01T00:00:00.000Z', 'status', 'COMPLETED', 'result', '{}'::jsonb)")
+node --input-type=module -e '
+	import { requireFromCache, clientCredentials, clientRegion } from "./test/emulator/emulator-config.mjs";
+	const { SQSClient, SendMessageCommand } = requireFromCache("@aws-sdk/client-sqs");
+	const [url, body] = process.argv.slice(1);
+	const sqs = new SQSClient({ endpoint: new URL(url).origin, region: clientRegion(), credentials: clientCredentials() });
+	const edited = JSON.parse(body);
+	const fresh = { ...edited, eventId: "5d1f6f1e-1c1d-4d7e-9f00-0a0b0c0d0e0f" };
+	for (const b of [edited, fresh])
+		await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify(b) }));
+' "$EVENTS_URL" "$a3_body"
+forged_recorded() {
+	[ "$(q -c "SELECT count(*) FROM payflow.dead_letters WHERE operation_id = '$a3' AND error ->> 'code' = 'forged_event'")" = 2 ]
+}
+pf_ok "forged events: both recorded as forged_event dead letters" pf_wait_for 30 forged_recorded
+pf_eq "forged events: the worker said so, twice" 2 \
+	"$(grep -F "\"operationId\":\"$a3\"" "$work/w1.log" | grep -cF "not an event payflow published")"
+pf_eq "forged events: nothing but the real OperationFailed reached the receiver for a3" "1|OperationFailed" \
+	"$(deliveries /a | js "d.requests.filter(x => x.operationId === '$a3').length + '|' + d.deliveries.filter(x => x.operationId === '$a3').map(x => x.body.eventType).join(',')")"
 
 published_b() { [ -n "$(event_of "$b1")" ]; }
 pf_ok "no webhook: B's event was published" pf_wait_for 20 published_b

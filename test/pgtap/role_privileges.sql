@@ -135,7 +135,7 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.complete_step(text,text,text,jsonb,jsonb)',
 	'payflow.fail_step(text,text,text,jsonb,boolean)',
 	'payflow.payload_get(jsonb)',
-	'payflow.payload_put(text,text,bytea)',
+	'payflow.payload_put(text,text,bytea,text,text)',
 	'payflow.mark_consumed(text,uuid)',
 	'payflow.record_dead_letter(text,text,jsonb,text)',
 	'payflow.default_postprocess(text,jsonb)',
@@ -144,7 +144,7 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.outbox_ack(uuid[],text[])',
 	'payflow.outbox_nack(uuid,text)',
 	'payflow.backoff_delay(integer,interval,interval,double precision)',
-	'payflow.webhook_target(text)',
+	'payflow.webhook_target(text,uuid,text)',
 	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)']);
 INSERT INTO rp_expected
 SELECT DISTINCT 'admin', fn FROM rp_expected
@@ -177,6 +177,14 @@ SELECT payflow.create_api_key('rp-tenant') AS key \gset
 SELECT payflow.set_webhook('rp-tenant', 'https://hooks.test/rp') AS whsec \gset
 SELECT payflow.submit('rp-pay-t', '{"amount": 1}') AS op_t \gset
 UPDATE payflow.operations SET tenant = 'rp-tenant' WHERE id = :'op_t';
+-- and one that failed, so that payflow published an OperationFailed event
+-- for it (webhooks are delivered for published events only)
+SELECT payflow.submit('rp-pay-f', '{"amount": 1}') AS op_f \gset
+UPDATE payflow.operations SET tenant = 'rp-tenant' WHERE id = :'op_f';
+SELECT payflow.claim_step(:'op_f', 'PROCESS_PAYMENT', 'rp-setup') IS NOT NULL
+	   AND payflow.fail_step(:'op_f', 'PROCESS_PAYMENT', 'rp-setup', '{"code": "X"}', false) IS NOT NULL AS failed \gset
+SELECT event_id AS ev_f, body AS body_f FROM payflow.outbox
+ WHERE operation_id = :'op_f' AND destination = 'operation-events' \gset
 SELECT payflow.submit('rp-pay-1', '{"amount": 1}') AS op \gset
 SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
 
@@ -304,9 +312,9 @@ SELECT lives_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'rp
 SELECT lives_ok($$SELECT * FROM payflow.outbox_claim(1, 'rp-relay')$$, 'worker (relay) claims the outbox');
 SELECT lives_ok($$SELECT payflow.mark_consumed('rp', gen_random_uuid())$$, 'worker marks events consumed');
 SELECT lives_ok($$SELECT payflow.record_dead_letter('q', 'garbage', '{"code": "bad_json"}')$$, 'worker dead-letters a message');
-SELECT is((SELECT payflow.webhook_target(:'op_t') ->> 'secret'), :'whsec',
-		  'worker (webhook role) gets the signing secret through webhook_target');
-SELECT lives_ok(format($$SELECT payflow.record_webhook_failure(gen_random_uuid(), %L, '{"eventType": "OperationCompleted"}', 3, '{}')$$, :'op_t'),
+SELECT is((SELECT payflow.webhook_target(:'op_f', :'ev_f', :'body_f') ->> 'secret'), :'whsec',
+		  'worker (webhook role) gets the signing secret through webhook_target, for a published event');
+SELECT lives_ok(format($$SELECT payflow.record_webhook_failure(%L, %L, %L, 3, '{}')$$, :'ev_f', :'op_f', :'body_f'),
 				'worker records a failed webhook delivery');
 SELECT throws_ok($$SELECT payflow.submit('rp-pay-4', '{}')$$, '42501', 'permission denied for function submit', 'worker cannot submit');
 SELECT throws_ok($$SELECT payflow.authenticate('x')$$, '42501', NULL, 'worker cannot authenticate as a tenant');

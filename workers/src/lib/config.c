@@ -111,7 +111,7 @@ static const setting settings[] = {
 	{"PAYFLOW_LOG_LEVEL", T_ENUM, AT(log_level), NONE, "info", false, "debug|info|warn|error", 0, 0, NULL},
 	{"PAYFLOW_RELAY_IN_FLIGHT", T_INT, AT(relay_in_flight), NONE, "4", false, NULL, 1, 64, NULL},
 	{"PAYFLOW_DB_CONNECTIONS", T_INT, AT(db_connections), NONE, "0", false, NULL, 0, 1000, NULL},
-	{"PAYFLOW_RELAY_LEASE_SECONDS", T_INT, AT(relay_lease_seconds), NONE, "30", false, NULL, 5, 3600, NULL},
+	{"PAYFLOW_RELAY_LEASE_SECONDS", T_INT, AT(relay_lease_seconds), NONE, "30", false, NULL, 5, 600, NULL},
 	{"PAYFLOW_POLL_INTERVAL_MS", T_INT, AT(poll_interval_ms), NONE, "1000", false, NULL, 10, 600000, NULL},
 	{"PAYFLOW_HTTP_CONNECT_TIMEOUT_MS", T_INT, AT(http_connect_timeout_ms), NONE, "3000", false, NULL, 100, 60000, NULL},
 	{"PAYFLOW_HTTP_TIMEOUT_MS", T_INT, AT(http_timeout_ms), NONE, "30000", false, NULL, 100, 3600000, NULL},

@@ -7,9 +7,16 @@
  * No step is claimed: a delivery is not part of the operation, which has
  * already ended. The queue message is the delivery's whole state.
  *
- *   - payflow.webhook_target(operation id) names the URL and the secret at
- *     every attempt, so a URL fixed with set_webhook counts from the next
- *     attempt on. NULL (the tenant has no webhook): the message is deleted.
+ *   - payflow.webhook_target(operation id, event id, body) names the URL
+ *     and the secret at every attempt, so a URL fixed with set_webhook
+ *     counts from the next attempt on. NULL (the tenant has no webhook): the
+ *     message is deleted. It answers PF008 for an event payflow did not
+ *     publish to operation-events with exactly this body: anyone who may
+ *     send to the queue could otherwise have payflow sign "completed" for
+ *     an operation that failed. Such a message is never delivered: it is
+ *     logged, recorded as a dead letter (forged_event) and deleted; the
+ *     check cannot change its mind, since payflow records an event in the
+ *     transaction that writes it to the outbox.
  *   - The body is the event exactly as the message carries it (no wrapper):
  *     what is signed is what the receiver reads, and a replay re-sends the
  *     same bytes. Headers: Content-Type: application/json, Payflow-Event-Id,
@@ -188,6 +195,7 @@ typedef enum target_status
 	TARGET_FOUND,
 	TARGET_NONE,				/* the tenant has no webhook */
 	TARGET_UNKNOWN,				/* PF003: no such operation */
+	TARGET_FORGED,				/* PF008: not an event payflow published */
 	TARGET_ERROR				/* the database did not answer: try later */
 } target_status;
 
@@ -195,7 +203,7 @@ static target_status
 lookup_target(step_run *run, webhook_target *t, pf_error *err)
 {
 	worker	   *w = run->w;
-	const char *values[1] = {run->operation_id};
+	const char *values[3] = {run->operation_id, run->event->event_id, run->input};
 	PGresult   *res = NULL;
 	json_t	   *answer = NULL;
 	target_status status = TARGET_ERROR;
@@ -208,10 +216,11 @@ lookup_target(step_run *run, webhook_target *t, pf_error *err)
 		pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free");
 		return TARGET_ERROR;
 	}
-	r = pf_pg_exec(pg, "SELECT payflow.webhook_target($1)::text", 1, values, &res, err);
+	r = pf_pg_exec(pg, "SELECT payflow.webhook_target($1, $2::uuid, $3)::text", 3, values, &res, err);
 	db_release(w->db, pg);
 	if (r != PF_OK)
-		return strcmp(err->code, "PF003") == 0 ? TARGET_UNKNOWN : TARGET_ERROR;
+		return strcmp(err->code, "PF003") == 0 ? TARGET_UNKNOWN :
+			strcmp(err->code, "PF008") == 0 ? TARGET_FORGED : TARGET_ERROR;
 
 	if (PQntuples(res) != 1)
 		pf_error_set(err, PF_ERR_FINAL, "XX000", "webhook_target returned %d rows", PQntuples(res));
@@ -394,6 +403,36 @@ dead_letter(step_run *run, const webhook_target *t, json_t *error)
 	return OUTCOME_DELETE;
 }
 
+/*
+ * An event payflow did not publish: a dead letter, and the message goes.
+ * Left to come back if the dead letter cannot be written.
+ */
+static job_outcome
+forged(step_run *run, const char *why)
+{
+	worker	   *w = run->w;
+	json_t	   *error = json_pack("{s:s,s:s}", "code", "forged_event", "message", why);
+	pf_pg	   *pg = db_acquire(w->db, DB_WAIT_MS);
+	pf_error	err;
+	job_outcome outcome = OUTCOME_LEAVE;
+
+	if (pg == NULL)
+		pf_error_set(&err, PF_ERR_TRANSIENT, "53300", "no database connection free");
+	else if (db_record_dead_letter(pg, w->transport->queue_name, run->input, error, run->operation_id,
+								   &err) == PF_OK)
+		outcome = OUTCOME_DELETE;
+	db_release(w->db, pg);
+	if (outcome == OUTCOME_DELETE)
+		log_delivery(PF_LOG_WARN, run, NULL, json_pack("{s:s}", "code", "forged_event"),
+					 "not an event payflow published: not delivered, recorded as a dead letter, message deleted");
+	else
+		log_delivery(PF_LOG_ERROR, run, NULL, json_pack("{s:s}", "code", err.code),
+					 "not an event payflow published, and the dead letter cannot be written (message left): %s",
+					 err.message);
+	json_decref(error);
+	return outcome;
+}
+
 /* The most attempts this message gets: the queue's DLQ must not take it first. */
 static int
 max_attempts(step_run *run, webhook_role_state *ws)
@@ -447,6 +486,8 @@ webhook_handle(void *thread, step_run *run, int *hide_s)
 		case TARGET_UNKNOWN:
 			step_bad_message(run, "unknown_operation", err.message);
 			return OUTCOME_LEAVE;
+		case TARGET_FORGED:
+			return forged(run, err.message);
 		case TARGET_ERROR:
 			log_delivery(PF_LOG_WARN, run, NULL, json_pack("{s:s}", "code", err.code),
 						 "webhook_target failed, message left: %s", err.message);

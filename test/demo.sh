@@ -92,7 +92,7 @@ fi
 pf_cluster_destroy
 if [ "$KEEP" != 1 ]; then trap stop_all EXIT; fi
 pf_cluster_start
-# the production install script: login roles payflow_api / payflow_edge /
+# the production install script: login roles payflow_api / payflow_edge_<program> /
 # payflow_monitor, purge (and where no background worker runs, the
 # scheduler) scheduled with pg_cron.  C flavour: run by the superuser, it
 # creates the extension.  C-free flavour: run by the role that installed
@@ -149,8 +149,9 @@ echo "queues: $(echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed 's/=.*//' | tr '\
 say "== starting the legacy DBMS fixture (database legacy, through psqlODBC)"
 export PAYFLOW_LEGACY_ODBC
 PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh --reset)
-# the edge processes log in as the roles install.sql made: no superuser
-export PAYFLOW_DATABASE_URL="postgresql://payflow_edge@127.0.0.1:$PF_PGPORT/$PF_DB"
+# each edge process logs in as its own role install.sql made: no superuser,
+# and only the functions its program calls
+edge_url() { echo "postgresql://payflow_edge_$1@127.0.0.1:$PF_PGPORT/$PF_DB"; }
 export PAYFLOW_LOG_LEVEL=${PAYFLOW_LOG_LEVEL:-info}
 
 if [ -x test/fixtures/invoice-api/start.sh ]; then
@@ -175,7 +176,7 @@ start_process() {
 }
 
 say "== starting the edge processes"
-start_process relay workers/bin/payflow-relay
+PAYFLOW_DATABASE_URL=$(edge_url relay) start_process relay workers/bin/payflow-relay
 queue_of() { echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed -n "s/^$1=//p"; }
 ROLES=""
 if [ -x workers/bin/payflow-worker ]; then
@@ -184,7 +185,8 @@ if [ -x workers/bin/payflow-worker ]; then
 		[ $role = postprocess ] && queue=payment-completed
 		[ $role = invoice ] && queue=invoice-requests
 		if workers/bin/payflow-worker --role "$role" --check-role >/dev/null 2>&1; then
-			PAYFLOW_QUEUE_URL=$(queue_of $queue) PAYFLOW_WORKER_ID=demo-$role PAYFLOW_CONCURRENCY=16 \
+			PAYFLOW_DATABASE_URL=$(edge_url $role) \
+				PAYFLOW_QUEUE_URL=$(queue_of $queue) PAYFLOW_WORKER_ID=demo-$role PAYFLOW_CONCURRENCY=16 \
 				PAYFLOW_VISIBILITY_TIMEOUT=30 \
 				PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)' \
 				PAYFLOW_INVOICE_URL=http://127.0.0.1:$INVOICE_PORT/invoices \
@@ -193,7 +195,8 @@ if [ -x workers/bin/payflow-worker ]; then
 			ROLES="$ROLES $role"
 		fi
 	done
-	PAYFLOW_QUEUE_URL=$(queue_of operation-events) PAYFLOW_WORKER_ID=demo-webhook PAYFLOW_WEBHOOK_ALLOW_HTTP=true \
+	PAYFLOW_DATABASE_URL=$(edge_url webhook) \
+		PAYFLOW_QUEUE_URL=$(queue_of operation-events) PAYFLOW_WORKER_ID=demo-webhook PAYFLOW_WEBHOOK_ALLOW_HTTP=true \
 		PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS=1 \
 		start_process worker-webhook workers/bin/payflow-worker --role webhook
 fi

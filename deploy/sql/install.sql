@@ -48,15 +48,21 @@ $$;
 -- Login roles of the clients; passwords are set out of band (ALTER ROLE ...
 -- PASSWORD, the value then stored in AWS Secrets Manager), never in this file.
 --
---   payflow_api      payflow-api (payflow_app: submit, status, the change feed)
---   payflow_edge     payflow-relay and every payflow-worker role (payflow_worker).
---                    The webhook worker needs nothing more: webhook_target and
---                    record_webhook_failure are payflow_worker's. webhook_target
---                    returns each tenant's signing secret, so every holder of
---                    payflow_edge's password can read those secrets: keep it in
---                    the secret the edge tasks use and nowhere else.
---   payflow_monitor  the metrics publisher (deploy/ecs/payflow-metrics.json):
---                    payflow.metrics() and nothing else, not payflow_admin.
+--   payflow_api                payflow-api (payflow_app: submit, status, the change feed)
+--   payflow_edge_relay         payflow-relay (payflow_relay: the outbox functions only)
+--   payflow_edge_payment       payflow-worker --role payment  } payflow_step_worker: the
+--   payflow_edge_invoice       payflow-worker --role invoice  } step and payload functions
+--   payflow_edge_postprocess   payflow-worker --role postprocess (payflow_postprocess_worker:
+--                              the step functions and the post-processing hooks)
+--   payflow_edge_webhook       payflow-worker --role webhook (payflow_webhook_worker:
+--                              webhook_target, which returns each tenant's signing
+--                              secret, and record_webhook_failure; no step function)
+--   payflow_edge               every edge program (payflow_worker, the union of the
+--                              four roles above): kept for deployments made before the
+--                              per-program logins; give each program its own instead,
+--                              then DROP ROLE payflow_edge
+--   payflow_monitor            the metrics publisher (deploy/ecs/payflow-metrics.json):
+--                              payflow.metrics() and nothing else, not payflow_admin.
 DO $$
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_api') THEN
@@ -64,6 +70,21 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge') THEN
 		CREATE ROLE payflow_edge LOGIN IN ROLE payflow_worker;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_relay') THEN
+		CREATE ROLE payflow_edge_relay LOGIN IN ROLE payflow_relay;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_payment') THEN
+		CREATE ROLE payflow_edge_payment LOGIN IN ROLE payflow_step_worker;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_invoice') THEN
+		CREATE ROLE payflow_edge_invoice LOGIN IN ROLE payflow_step_worker;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_postprocess') THEN
+		CREATE ROLE payflow_edge_postprocess LOGIN IN ROLE payflow_postprocess_worker;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_webhook') THEN
+		CREATE ROLE payflow_edge_webhook LOGIN IN ROLE payflow_webhook_worker;
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_monitor') THEN
 		CREATE ROLE payflow_monitor LOGIN;
@@ -82,7 +103,8 @@ DECLARE
 	v_role text;
 	v_name text;
 BEGIN
-	FOREACH v_role IN ARRAY ARRAY['payflow_api', 'payflow_edge'] LOOP
+	FOREACH v_role IN ARRAY ARRAY['payflow_api', 'payflow_edge', 'payflow_edge_relay', 'payflow_edge_payment',
+								  'payflow_edge_invoice', 'payflow_edge_postprocess', 'payflow_edge_webhook'] LOOP
 		FOREACH v_name IN ARRAY ARRAY['log_parameter_max_length', 'log_parameter_max_length_on_error'] LOOP
 			BEGIN
 				EXECUTE format('ALTER ROLE %I SET %I = 0', v_role, v_name);

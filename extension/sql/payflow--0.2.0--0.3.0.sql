@@ -948,5 +948,73 @@ GRANT SELECT ON payflow.operation_events TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow._mask_card_numbers(text), payflow._mask_card_numbers(jsonb),
 	payflow._require_own_ref(text, jsonb), payflow._require_published(uuid, text, text),
 	payflow.payload_put(text, text, bytea, text, text), payflow.webhook_target(text, uuid, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION payflow.payload_put(text, text, bytea, text, text),
-	payflow.webhook_target(text, uuid, text) TO payflow_worker;
+
+-- payflow_worker split into one role per kind of edge process (each login
+-- gets only what its program calls); payflow_worker holds them all.
+DO $roles$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_relay') THEN
+		CREATE ROLE payflow_relay NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_step_worker') THEN
+		CREATE ROLE payflow_step_worker NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_postprocess_worker') THEN
+		CREATE ROLE payflow_postprocess_worker NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_webhook_worker') THEN
+		CREATE ROLE payflow_webhook_worker NOLOGIN;
+	END IF;
+END
+$roles$;
+GRANT USAGE ON SCHEMA payflow TO payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker;
+REVOKE EXECUTE ON FUNCTION
+	payflow.status(text),
+	payflow.claim_step(text, text, text, integer),
+	payflow.heartbeat(text, text, text, integer),
+	payflow.save_step_ref(text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb),
+	payflow.fail_step(text, text, text, jsonb, boolean),
+	payflow.payload_get(jsonb),
+	payflow.payload_put(text, text, bytea, text, text),
+	payflow.mark_consumed(text, uuid),
+	payflow.record_dead_letter(text, text, jsonb, text),
+	payflow.default_postprocess(text, jsonb),
+	payflow.invoke_postprocess(regprocedure, text, jsonb),
+	payflow.outbox_claim(integer, text, integer),
+	payflow.outbox_ack(uuid[], text[]),
+	payflow.outbox_nack(uuid, text),
+	payflow.backoff_delay(integer, interval, interval, float8),
+	payflow.webhook_target(text, uuid, text),
+	payflow.record_webhook_failure(uuid, text, text, integer, jsonb)
+	FROM payflow_worker;
+GRANT EXECUTE ON FUNCTION
+	payflow.outbox_claim(integer, text, integer),
+	payflow.outbox_ack(uuid[], text[]),
+	payflow.outbox_nack(uuid, text)
+	TO payflow_relay;
+GRANT EXECUTE ON FUNCTION
+	payflow.status(text),
+	payflow.claim_step(text, text, text, integer),
+	payflow.heartbeat(text, text, text, integer),
+	payflow.save_step_ref(text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb),
+	payflow.fail_step(text, text, text, jsonb, boolean),
+	payflow.payload_get(jsonb),
+	payflow.payload_put(text, text, bytea, text, text),
+	payflow.mark_consumed(text, uuid),
+	payflow.record_dead_letter(text, text, jsonb, text),
+	payflow.backoff_delay(integer, interval, interval, float8)
+	TO payflow_step_worker;
+GRANT payflow_step_worker TO payflow_postprocess_worker;
+GRANT EXECUTE ON FUNCTION
+	payflow.default_postprocess(text, jsonb),
+	payflow.invoke_postprocess(regprocedure, text, jsonb)
+	TO payflow_postprocess_worker;
+GRANT EXECUTE ON FUNCTION
+	payflow.webhook_target(text, uuid, text),
+	payflow.record_webhook_failure(uuid, text, text, integer, jsonb),
+	payflow.mark_consumed(text, uuid),
+	payflow.record_dead_letter(text, text, jsonb, text)
+	TO payflow_webhook_worker;
+GRANT payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker TO payflow_worker;

@@ -44,6 +44,20 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_admin') THEN
 		CREATE ROLE payflow_admin NOLOGIN;
 	END IF;
+	-- payflow_worker is the union of these, one per kind of edge process,
+	-- so that each login gets only what its program calls
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_relay') THEN
+		CREATE ROLE payflow_relay NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_step_worker') THEN
+		CREATE ROLE payflow_step_worker NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_postprocess_worker') THEN
+		CREATE ROLE payflow_postprocess_worker NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_webhook_worker') THEN
+		CREATE ROLE payflow_webhook_worker NOLOGIN;
+	END IF;
 END
 $roles$;
 
@@ -2264,7 +2278,8 @@ $$;
 REVOKE ALL ON ALL TABLES IN SCHEMA payflow FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA payflow FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA payflow FROM PUBLIC;
-GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin;
+GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin,
+	payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker;
 
 GRANT EXECUTE ON FUNCTION
 	payflow.submit(text, jsonb, text, text),
@@ -2277,6 +2292,13 @@ GRANT EXECUTE ON FUNCTION
 	payflow._current_tenant()
 	TO payflow_app;
 
+-- Each kind of edge process gets only what it calls (its login is granted
+-- one of these roles; deploy/sql/install.sql); payflow_worker holds them all.
+GRANT EXECUTE ON FUNCTION
+	payflow.outbox_claim(integer, text, integer),
+	payflow.outbox_ack(uuid[], text[]),
+	payflow.outbox_nack(uuid, text)
+	TO payflow_relay;
 GRANT EXECUTE ON FUNCTION
 	payflow.status(text),
 	payflow.claim_step(text, text, text, integer),
@@ -2288,15 +2310,22 @@ GRANT EXECUTE ON FUNCTION
 	payflow.payload_put(text, text, bytea, text, text),
 	payflow.mark_consumed(text, uuid),
 	payflow.record_dead_letter(text, text, jsonb, text),
+	payflow.backoff_delay(integer, interval, interval, float8)
+	TO payflow_step_worker;
+-- the post-processing role runs steps and hooks
+GRANT payflow_step_worker TO payflow_postprocess_worker;
+GRANT EXECUTE ON FUNCTION
 	payflow.default_postprocess(text, jsonb),
-	payflow.invoke_postprocess(regprocedure, text, jsonb),
-	payflow.outbox_claim(integer, text, integer),
-	payflow.outbox_ack(uuid[], text[]),
-	payflow.outbox_nack(uuid, text),
-	payflow.backoff_delay(integer, interval, interval, float8),
+	payflow.invoke_postprocess(regprocedure, text, jsonb)
+	TO payflow_postprocess_worker;
+-- the webhook role delivers; it runs no step
+GRANT EXECUTE ON FUNCTION
 	payflow.webhook_target(text, uuid, text),
-	payflow.record_webhook_failure(uuid, text, text, integer, jsonb)
-	TO payflow_worker;
+	payflow.record_webhook_failure(uuid, text, text, integer, jsonb),
+	payflow.mark_consumed(text, uuid),
+	payflow.record_dead_letter(text, text, jsonb, text)
+	TO payflow_webhook_worker;
+GRANT payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker TO payflow_worker;
 
 -- The admin can do what the other two can, plus operations and reading
 -- every table for investigation; only the retry columns of the pipeline

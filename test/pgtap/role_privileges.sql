@@ -21,12 +21,16 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(64);
+SELECT plan(68);
 
 CREATE ROLE rp_app LOGIN IN ROLE payflow_app;
 CREATE ROLE rp_worker LOGIN IN ROLE payflow_worker;
 CREATE ROLE rp_admin LOGIN IN ROLE payflow_admin;
 CREATE ROLE rp_nobody LOGIN;
+CREATE ROLE rp_relay LOGIN IN ROLE payflow_relay;
+CREATE ROLE rp_step LOGIN IN ROLE payflow_step_worker;
+CREATE ROLE rp_postprocess LOGIN IN ROLE payflow_postprocess_worker;
+CREATE ROLE rp_webhook LOGIN IN ROLE payflow_webhook_worker;
 
 -- The functions of schema payflow the current role can call: each is
 -- called with NULL arguments; a refusal is 42501 (function or schema),
@@ -163,6 +167,22 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.schedule_scheduler()',
 	'payflow.run_scheduler_for(integer)',
 	'payflow._cron_schedule(text,text,text)']);
+-- payflow_worker is the union of one role per kind of edge process
+INSERT INTO rp_expected
+SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[])',
+							 'payflow.outbox_nack(uuid,text)'])
+UNION ALL
+SELECT 'step', fn FROM rp_expected
+ WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess)'
+UNION ALL
+SELECT 'webhook', unnest(ARRAY['payflow.webhook_target(text,uuid,text)',
+							   'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
+							   'payflow.mark_consumed(text,uuid)', 'payflow.record_dead_letter(text,text,jsonb,text)']);
+INSERT INTO rp_expected
+SELECT 'postprocess', fn FROM rp_expected WHERE role = 'step'
+UNION ALL
+SELECT 'postprocess', unnest(ARRAY['payflow.default_postprocess(text,jsonb)',
+								   'payflow.invoke_postprocess(regprocedure,text,jsonb)']);
 -- the C-free flavour's settings live in a table, changed by the admin
 INSERT INTO rp_expected
 SELECT 'admin', unnest(ARRAY['payflow.set_setting(text,text)', 'payflow.reset_setting(text)'])
@@ -202,7 +222,7 @@ SELECT is(
 		AND has_function_privilege('public', p.oid, 'EXECUTE')),
 	NULL, 'no internal "_" function is executable by PUBLIC');
 SELECT is(
-	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+	(SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text) FROM pg_proc p
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname ~ '^_'
 		AND (has_function_privilege('payflow_worker', p.oid, 'EXECUTE')
 			 OR has_function_privilege('payflow_admin', p.oid, 'EXECUTE'))),
@@ -221,7 +241,8 @@ SELECT is(
 	NULL, 'no role may create objects in schema payflow (it is on every pinned search_path)');
 SELECT is(
 	(SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
-	  WHERE rolname IN ('payflow_app', 'payflow_worker', 'payflow_admin')
+	  WHERE rolname IN ('payflow_app', 'payflow_worker', 'payflow_admin', 'payflow_relay', 'payflow_step_worker',
+						'payflow_postprocess_worker', 'payflow_webhook_worker')
 		AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls OR rolreplication)),
 	NULL, 'the payflow roles cannot log in and hold no special attribute (no BYPASSRLS)');
 SELECT ok(NOT pg_has_role('payflow_app', 'payflow_worker', 'MEMBER')
@@ -320,6 +341,24 @@ SELECT throws_ok($$SELECT payflow.submit('rp-pay-4', '{}')$$, '42501', 'permissi
 SELECT throws_ok($$SELECT payflow.authenticate('x')$$, '42501', NULL, 'worker cannot authenticate as a tenant');
 SELECT throws_ok($$SELECT payflow.replay_webhook(1)$$, '42501', NULL, 'worker cannot replay webhooks');
 SELECT throws_ok($$SELECT * FROM payflow.webhook_failures$$, '42501', NULL, 'worker cannot read tables');
+RESET ROLE;
+
+-- each kind of edge process: exactly what its program calls
+SET ROLE rp_relay;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''relay''',
+			  'the relay role can call exactly the outbox functions');
+RESET ROLE;
+SET ROLE rp_step;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''step''',
+			  'the step worker role (payment, invoice) can call exactly the step, payload and consumer functions');
+RESET ROLE;
+SET ROLE rp_postprocess;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''postprocess''',
+			  'the post-processing role can call the step functions and the hooks, nothing more');
+RESET ROLE;
+SET ROLE rp_webhook;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''webhook''',
+			  'the webhook role can call exactly webhook_target, record_webhook_failure and the consumer functions');
 RESET ROLE;
 
 ---------------------------------------------------------------------------

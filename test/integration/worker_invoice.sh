@@ -25,6 +25,9 @@
 #   drain           SIGTERM during a call that would take 8 s: the call is
 #                   interrupted when the drain time ends, the lease given
 #                   back, the worker exits 0 at once; the next worker finishes
+#   authorization   PAYFLOW_INVOICE_AUTHORIZATION reaches the API as the
+#                   Authorization header of every call, and no log line; a
+#                   value with a line break stops start-up
 #   kill -9         a worker killed with five calls in flight: the next one
 #                   takes the steps over (attempt 2) and gets the invoices the
 #                   dead one's calls created; no duplicate invoice
@@ -122,7 +125,9 @@ p=inv-$WK_RUN
 ALL=()
 
 # ---- phase 1: one worker, every branch ----
-inv_start w1 PAYFLOW_CONCURRENCY=8 PAYFLOW_INVOICE_TIMEOUT_MS=1500 PAYFLOW_HTTP_CONNECT_TIMEOUT_MS=1000
+INV_TOKEN="Bearer inv-token-$WK_RUN-s3cr3t"
+inv_start w1 PAYFLOW_CONCURRENCY=8 PAYFLOW_INVOICE_TIMEOUT_MS=1500 PAYFLOW_HTTP_CONNECT_TIMEOUT_MS=1000 \
+	PAYFLOW_INVOICE_AUTHORIZATION="$INV_TOKEN"
 
 happy=()
 for i in 1 2 3; do
@@ -185,6 +190,18 @@ completed_event() {
 			   AND event_type = 'OperationCompleted' AND destination = 'operation-events'")" = 1 ]
 }
 pf_ok "2xx: OperationCompleted published to operation-events" pf_wait_for 10 completed_event
+# authorizations_of OP: the Authorization headers of the calls for the key, one per line
+authorizations_of() {
+	grep -F "\"key\":\"$1:create_invoice\"" "$PAYFLOW_INVOICE_API_RUN_DIR/server.log" |
+		node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>{for(const l of s.trim().split("\n").filter(Boolean))
+			console.log(JSON.parse(l).authorization)})'
+}
+pf_eq "authorization: the API got PAYFLOW_INVOICE_AUTHORIZATION as the Authorization header" "$INV_TOKEN" \
+	"$(authorizations_of "$op" | sort -u)"
+pf_ok "authorization: not in the worker's log (redacted as a secret)" bash -c "! grep -qF 'inv-token-$WK_RUN' '$WK_DIR/w1.log'"
+out=$(env PAYFLOW_INVOICE_AUTHORIZATION="$(printf 'Bearer x\r\nX-Injected: 1')" workers/bin/payflow-worker --role invoice 2>&1) && rc=0 || rc=$?
+pf_eq "authorization: a value with a line break stops start-up (exit 2, one line)" \
+	"2|payflow-worker: invalid PAYFLOW_INVOICE_AUTHORIZATION: holds a control character" "$rc|$out"
 pf_eq "2xx: status() says COMPLETED, terminal, with completedAt" "COMPLETED|true|true" \
 	"$(q -c "SELECT s->>'status' || '|' || (s->>'terminal') || '|' || (s->>'completedAt' IS NOT NULL) FROM payflow.status('$op') s")"
 

@@ -232,7 +232,8 @@ http.createServer((req, res) => {
 			text = `{"operationId": ${JSON.stringify(doc.operationId)}, "amount": ${amount}, "currency": "EUR",` +
 				` "source": "http-hook", "paymentReference": ${JSON.stringify(charge)}}`;
 		}
-		appendFileSync(logFile, `${JSON.stringify({ at: Date.now(), key, status, body, contentType: req.headers["content-type"] })}\n`);
+		appendFileSync(logFile, `${JSON.stringify({ at: Date.now(), key, status, body, contentType: req.headers["content-type"],
+			authorization: req.headers.authorization ?? null })}\n`);
 		res.writeHead(status, headers);
 		res.end(text);
 	});
@@ -242,7 +243,9 @@ node "$WK_DIR/hook.mjs" "$HOOK_PORT" "$WK_DIR/hook-requests.jsonl" >"$WK_DIR/hoo
 WK_PIDS+=($!)
 pf_wait_for 10 grep -q listening "$WK_DIR/hook.log" || echo "# the hook server did not start"
 
-pp_start http PAYFLOW_POSTPROCESS_URL="http://127.0.0.1:$HOOK_PORT/postprocess" PAYFLOW_POSTPROCESS_TIMEOUT_MS=5000
+PP_TOKEN="Bearer pp-token-$WK_RUN-s3cr3t"
+pp_start http PAYFLOW_POSTPROCESS_URL="http://127.0.0.1:$HOOK_PORT/postprocess" PAYFLOW_POSTPROCESS_TIMEOUT_MS=5000 \
+	PAYFLOW_POSTPROCESS_AUTHORIZATION="$PP_TOKEN"
 h1=$(pp_paid "$p-http-1" ch_http_1)
 h2=$(pp_paid "$p-http-2" ch_http_2)
 hflaky=$(pp_paid "$p-http-flaky" ch_flaky_http)
@@ -262,6 +265,9 @@ pf_eq "HTTP hook: body {operationId, paymentResult} with the payment result as s
 	"{\"operationId\":\"$h1\",\"paymentResult\":{\"amount\": 12.50, \"status\": \"CHARGED\", \"customer\": \"C-1\", \"charge_id\": \"ch_http_1\"}}" \
 	"$(echo "$request" | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).body))')"
 
+pf_eq "HTTP hook: PAYFLOW_POSTPROCESS_AUTHORIZATION sent as the Authorization header" "$PP_TOKEN" \
+	"$(echo "$request" | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).authorization))')"
+pf_ok "HTTP hook: the token is in no log line of the worker" bash -c "! grep -qF 'pp-token-$WK_RUN' '$WK_DIR/http.log'"
 pf_ok "HTTP hook, 503 then 200: INVOICE_PENDING" wk_wait_status "$hflaky" INVOICE_PENDING 30
 pf_eq "HTTP hook, 503 then 200: attempt 2, the 503 kept as the last error with Retry-After" "2|http_503|1" \
 	"$(step_of "$hflaky" POST_PROCESS "attempt || '|' || (last_error->>'code') || '|' || (last_error->>'retryAfterSeconds')")"
@@ -297,6 +303,9 @@ s3_get() {
 pp_start https3 PAYFLOW_POSTPROCESS_URL="http://127.0.0.1:$HOOK_PORT/postprocess" PAYFLOW_STORE=s3
 hs3=$(pp_paid "$p-http-s3" ch_http_s3)
 pf_ok "s3 store, HTTP hook: INVOICE_PENDING" wk_wait_status "$hs3" INVOICE_PENDING 20
+pf_eq "s3 store, HTTP hook: no Authorization header without the setting" null \
+	"$(grep -F "\"key\":\"$hs3:post_process\"" "$WK_DIR/hook-requests.jsonl" | head -n 1 |
+		node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).authorization))')"
 pf_eq "s3 store, HTTP hook: the invoice input's reference names S3" "s3|payments/$hs3/invoice-input.json" \
 	"$(step_of "$hs3" CREATE_INVOICE "(input_ref->>'store') || '|' || (input_ref->>'key')")"
 s3_get "payments/$hs3/invoice-input.json" "$WK_DIR/invoice-input.json" || true

@@ -133,6 +133,8 @@ typedef struct pf_config
 	int			webhook_backoff_base_s;
 	int			webhook_backoff_max_s;
 	int			webhook_allow_http;	/* 0 false, 1 true: http:// to loopback URLs */
+	char	   *invoice_authorization;	/* Authorization header value, a secret */
+	char	   *postprocess_authorization;
 } pf_config;
 
 /*

@@ -127,6 +127,9 @@ static const setting settings[] = {
 	{"PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS", T_INT, AT(webhook_backoff_max_s), NONE, "3600", false, NULL, 1, 43200, NULL},
 	/* plain http:// is refused unless this is true, and even then only to a loopback host */
 	{"PAYFLOW_WEBHOOK_ALLOW_HTTP", T_ENUM, AT(webhook_allow_http), NONE, "false", false, "false|true", 0, 0, NULL},
+	/* the Authorization header of the invoice API and of the HTTP hook (e.g. "Bearer <token>"), from a secret */
+	{"PAYFLOW_INVOICE_AUTHORIZATION", T_STRING, AT(invoice_authorization), NONE, NULL, true, NULL, 0, 0, NULL},
+	{"PAYFLOW_POSTPROCESS_AUTHORIZATION", T_STRING, AT(postprocess_authorization), NONE, NULL, true, NULL, 0, 0, NULL},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -545,6 +548,16 @@ check_combinations(loader *ld, pf_config *cfg, unsigned programs)
 						 strncmp(why, "retryable", 9) == 0 ? "PAYFLOW_LEGACY_RETRYABLE_SQLSTATES"
 						 : "PAYFLOW_LEGACY_PERMANENT_SQLSTATES", why);
 		pf_sqlstate_rules_free(&rules);
+	}
+	/* header values: a line break would let them add headers of their own */
+	{
+		const char *const names[] = {"PAYFLOW_INVOICE_AUTHORIZATION", "PAYFLOW_POSTPROCESS_AUTHORIZATION"};
+		const char *const values[] = {cfg->invoice_authorization, cfg->postprocess_authorization};
+
+		for (int i = 0; i < 2; i++)
+			for (const char *c = values[i]; c && *c; c++)
+				if (iscntrl((unsigned char) *c))
+					return failf(ld, "invalid %s: holds a control character", names[i]);
 	}
 	return true;
 }

@@ -21,6 +21,10 @@
  * TLS verified unless PAYFLOW_INVOICE_TLS_VERIFY=false, which the settings
  * accept for a loopback URL only). The drain and the watchdog interrupt a
  * call at once.
+ *
+ * PAYFLOW_INVOICE_AUTHORIZATION, when set, is sent as the Authorization
+ * header (e.g. "Bearer <token>"): credentials come from a secret, never
+ * from the URL. It is a secret setting, so the logger redacts it.
  */
 #include "worker.h"
 
@@ -36,6 +40,7 @@
 typedef struct invoice_role_state
 {
 	const pf_config *cfg;
+	char	   *authorization;	/* "Authorization: <value>", or NULL */
 } invoice_role_state;
 
 typedef struct invoice_thread
@@ -54,13 +59,23 @@ invoice_init(const pf_config *cfg, char *why, size_t why_len)
 		pf_log_warn(NULL, "TLS verification is off for PAYFLOW_INVOICE_URL %s (loopback)", cfg->invoice_url);
 	else if (strncmp(cfg->invoice_url, "http://", 7) == 0 && !pf_url_is_loopback(cfg->invoice_url))
 		pf_log_warn(NULL, "PAYFLOW_INVOICE_URL %s is plain http: invoices travel unencrypted", cfg->invoice_url);
+	if (cfg->invoice_authorization)
+	{
+		pf_buf		line = PF_BUF_INIT;
+
+		pf_buf_appendf(&line, "Authorization: %s", cfg->invoice_authorization);
+		is->authorization = line.data;
+	}
 	return is;
 }
 
 static void
 invoice_cleanup(void *role)
 {
-	free(role);
+	invoice_role_state *is = role;
+
+	free(is->authorization);
+	free(is);
 }
 
 static void *
@@ -123,8 +138,9 @@ invoice_run(void *thread, step_run *run)
 	json_decref(input);
 
 	step_call_started(run, (int) ((cfg->invoice_timeout_ms + 999) / 1000));
-	r = pf_http_call_post_json(it->http, cfg->invoice_url, run->idempotency_key, run->input, run->input_len, &resp,
-							   &err);
+	r = pf_http_call_post_json_with(it->http, cfg->invoice_url, run->idempotency_key,
+									(const char *const[]) {it->role->authorization, NULL},
+									run->input, run->input_len, &resp, &err);
 	step_call_finished(run);
 	pf_log_write(PF_LOG_DEBUG, &run->ids,
 				 json_pack("{s:i,s:I,s:s,s:b}", "httpStatus", (int) resp.status,

@@ -28,6 +28,8 @@
  * answer is classified like the invoice API's (http_outcome.h); time-outs
  * PAYFLOW_HTTP_CONNECT_TIMEOUT_MS and PAYFLOW_POSTPROCESS_TIMEOUT_MS, TLS
  * verified unless PAYFLOW_POSTPROCESS_TLS_VERIFY=false (loopback only).
+ * PAYFLOW_POSTPROCESS_AUTHORIZATION, when set, is sent as the Authorization
+ * header (a secret setting: from Secrets Manager, redacted from logs).
  */
 #include "worker.h"
 
@@ -50,6 +52,7 @@ typedef struct postprocess_role_state
 	const pf_config *cfg;
 	const char *function;		/* the SQL hook, or NULL */
 	const char *url;			/* the HTTP hook, or NULL */
+	char	   *authorization;	/* "Authorization: <value>", or NULL */
 } postprocess_role_state;
 
 typedef struct postprocess_thread
@@ -88,6 +91,13 @@ postprocess_init(const pf_config *cfg, char *why, size_t why_len)
 	ps->url = cfg->postprocess_function ? NULL : cfg->postprocess_url;
 	if (ps->url && !cfg->postprocess_tls_verify)
 		pf_log_warn(NULL, "TLS verification is off for PAYFLOW_POSTPROCESS_URL %s (loopback)", ps->url);
+	if (ps->url && cfg->postprocess_authorization)
+	{
+		pf_buf		line = PF_BUF_INIT;
+
+		pf_buf_appendf(&line, "Authorization: %s", cfg->postprocess_authorization);
+		ps->authorization = line.data;
+	}
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:s}", ps->function ? "function" : "url",
 											  ps->function ? ps->function : ps->url),
 				 "post-processing hook: %s", ps->function ? "SQL function" : "HTTP");
@@ -97,7 +107,10 @@ postprocess_init(const pf_config *cfg, char *why, size_t why_len)
 static void
 postprocess_cleanup(void *role)
 {
-	free(role);
+	postprocess_role_state *ps = role;
+
+	free(ps->authorization);
+	free(ps);
 }
 
 static void *
@@ -192,7 +205,9 @@ run_http_hook(postprocess_thread *pt, step_run *run)
 	json_decref(op);
 
 	step_call_started(run, (int) ((cfg->postprocess_timeout_ms + 999) / 1000));
-	r = pf_http_call_post_json(pt->http, pt->role->url, run->idempotency_key, body.data, body.len, &resp, &err);
+	r = pf_http_call_post_json_with(pt->http, pt->role->url, run->idempotency_key,
+									(const char *const[]) {pt->role->authorization, NULL},
+									body.data, body.len, &resp, &err);
 	step_call_finished(run);
 	pf_buf_free(&body);
 	pf_log_write(PF_LOG_DEBUG, &run->ids,

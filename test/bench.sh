@@ -8,53 +8,89 @@
 #   outbox:     claim + ack rows/s vs a plain SKIP LOCKED delete queue
 #   metrics:    payflow.metrics() with nothing and with 300,000 operations
 #               retained, beside a plain count per status
+#
+# The submit and outbox sections also run in a second cluster with the
+# C-free flavour (dist/payflow--<version>.sql installed by a non-superuser,
+# pg_cron running the scheduler: test/lib/cluster.sh with PF_FLAVOUR=sql),
+# up at the same time on its own port; rounds of the two flavours are
+# interleaved and each figure gets the ratio C-free/C.  The relay and
+# pipeline scripts do the same for the relay's commit-to-SQS latency and the
+# end-to-end burst; a summary of every C-free/C ratio closes the run.
+#
+#   ROUNDS=3 SECONDS_PER_RUN=10 CLIENTS=4 TX_PER_CLIENT=300
+#   PF_BENCH_PGPORT=54339  PF_BENCH_SQL_PGPORT=54338
+#   BENCH_FLAVOURS="c sql"   (c alone: the C extension only)
+#   BENCH_PARTS="relay worker pipeline api"   the edge scripts run afterwards
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source test/lib/deps.sh
-export PF_PGPORT=${PF_BENCH_PGPORT:-54339}
-source test/lib/cluster.sh
+source test/bench/lib.sh
+bench_flavours "${PF_BENCH_PGPORT:-54339}" "${PF_BENCH_SQL_PGPORT:-54338}" bench
 
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENTS=${CLIENTS:-4}
 
-pf_install_deps
-make -s >/dev/null && make -s install >/dev/null
-pf_cluster_destroy
-trap pf_cluster_destroy EXIT
-pf_cluster_start
-q() { pf_psql -Atq "$@"; }
-
-q -c "SHOW synchronous_commit" | grep -qx on
-q -c "CREATE TABLE bench_raw (id bigserial PRIMARY KEY, payment_id text NOT NULL, details jsonb NOT NULL,
+bench_build
+export BENCH_RESULTS
+BENCH_RESULTS=$(mktemp /tmp/payflow-bench-results.XXXXXX)
+destroy_all() {
+	local f
+	for f in $BENCH_FLAVOURS; do
+		bench_use "$f"
+		pf_cluster_destroy
+	done
+}
+destroy_all
+trap 'destroy_all; rm -f "$BENCH_RESULTS"' EXIT
+for f in $BENCH_FLAVOURS; do
+	bench_use "$f"
+	pf_cluster_start
+	pf_psql -Atq -c "SHOW synchronous_commit" | grep -qx on
+	pf_psql -Atq -c "CREATE TABLE bench_raw (id bigserial PRIMARY KEY, payment_id text NOT NULL, details jsonb NOT NULL,
 								created_at timestamptz NOT NULL DEFAULT now())"
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-tps_of() { grep -oP 'tps = \K[0-9.]+(?= \(without initial)' ; }
+done
+bench_use c
+q() { pf_psql -Atq "$@"; }
 
 run_pgbench() {
 	local script=$1
 	shift
-	"$PF_PGBIN/pgbench" -n -c "$CLIENTS" -j 2 "$@" -f "test/bench/$script" "$PF_DB" 2>/dev/null | tps_of
+	"$PF_PGBIN/pgbench" -n -c "$CLIENTS" -j 2 "$@" -f "test/bench/$script" "$PF_DB" 2>/dev/null | bench_tps
 }
 
 echo "payflow bench: PostgreSQL $(q -c 'SHOW server_version'), $CLIENTS clients, synchronous_commit=on,"
-echo "$ROUNDS rounds of ${SECONDS_PER_RUN}s, medians; $(nproc) cores"
+echo "$ROUNDS rounds of ${SECONDS_PER_RUN}s, medians; $(nproc) cores; flavours: $(for f in $BENCH_FLAVOURS; do
+	printf '%s (port %s) ' "$(bench_label "$f")" "${BENCH_PGPORT[$f]}"; done)"
 echo
 
+# tps[FLAVOUR.KIND]: the rounds' figures
 declare -A tps
-for kind in raw_insert submit submit_notify; do tps[$kind]=""; done
+kinds="raw_insert submit submit_notify"
 for round in $(seq 1 "$ROUNDS"); do
-	# interleaved so that a noisy neighbour hits every kind alike
-	for kind in raw_insert submit submit_notify; do
-		tps[$kind]+="$(run_pgbench $kind.sql -T "$SECONDS_PER_RUN") "
+	# interleaved so that a noisy neighbour hits every kind and both
+	# flavours alike; each kind runs in both clusters, so they grow alike
+	for kind in $kinds; do
+		for f in $(bench_order "$round"); do
+			bench_use "$f"
+			tps[$f.$kind]+="$(run_pgbench $kind.sql -T "$SECONDS_PER_RUN") "
+		done
 	done
 	# keep the outbox from growing across rounds: it is the relay's job
-	q -c "TRUNCATE payflow.outbox" >/dev/null
+	for f in $BENCH_FLAVOURS; do
+		bench_use "$f"
+		q -c "TRUNCATE payflow.outbox" >/dev/null
+	done
 done
-raw=$(echo ${tps[raw_insert]} | tr ' ' '\n' | median)
-sub=$(echo ${tps[submit]} | tr ' ' '\n' | median)
-notify=$(echo ${tps[submit_notify]} | tr ' ' '\n' | median)
+bench_use c
+declare -A med
+for f in $BENCH_FLAVOURS; do
+	for kind in $kinds; do
+		med[$f.$kind]=$(bench_med "${tps[$f.$kind]}")
+	done
+done
+raw=${med[c.raw_insert]}
+sub=${med[c.submit]}
+notify=${med[c.submit_notify]}
 
 # outbox: pre-filled, every event in its own message group (one per payment)
 fill_outbox() {
@@ -65,33 +101,61 @@ fill_outbox() {
 			FROM generate_series(1, $1) n; ANALYZE payflow.outbox" >/dev/null
 }
 fill_queue() {
-	q -c "DROP TABLE IF EXISTS bench_queue; CREATE TABLE bench_queue (id bigserial PRIMARY KEY, body jsonb NOT NULL);
+	q -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS bench_queue; CREATE TABLE bench_queue (id bigserial PRIMARY KEY, body jsonb NOT NULL);
 		  INSERT INTO bench_queue (body) SELECT jsonb_build_object('n', n) FROM generate_series(1, $1) n; ANALYZE bench_queue" >/dev/null
 }
 TX_PER_CLIENT=${TX_PER_CLIENT:-300}
 ROWS=$((CLIENTS * TX_PER_CLIENT * 100 + 10000))
-claim=""; plain=""
+declare -A claims
+plain=""
 for round in $(seq 1 "$ROUNDS"); do
-	fill_outbox "$ROWS"
-	claim+="$(run_pgbench claim_ack.sql -t "$TX_PER_CLIENT" | awk '{ print $1 * 100 }') "
+	# each flavour's outbox filled the same way just before its run
+	for f in $(bench_order "$round"); do
+		bench_use "$f"
+		fill_outbox "$ROWS"
+		claims[$f]+="$(run_pgbench claim_ack.sql -t "$TX_PER_CLIENT" | awk '{ print $1 * 100 }') "
+	done
+	bench_use c
 	fill_queue "$ROWS"
 	plain+="$(run_pgbench skip_locked_delete.sql -t "$TX_PER_CLIENT" | awk '{ print $1 * 100 }') "
 done
-claim=$(echo $claim | tr ' ' '\n' | median)
-plain=$(echo $plain | tr ' ' '\n' | median)
+for f in $BENCH_FLAVOURS; do
+	med[$f.claim]=$(bench_med "${claims[$f]}")
+done
+claim=${med[c.claim]}
+plain=$(bench_med "$plain")
+# the C-free cluster is not needed any more
+if bench_has sql; then
+	bench_use sql
+	pf_cluster_destroy
+fi
+bench_use c
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 printf "%-46s %12s %8s\n" "submit path" "tx/s" "ratio"
 printf "%-46s %12.0f %8s\n" "raw single-row INSERT (baseline)" "$raw" "1.00"
-printf "%-46s %12.0f %8s\n" "payflow.submit()" "$sub" "$(ratio "$sub" "$raw")"
-printf "%-46s %12.0f %8s\n" "payflow.submit() + NOTIFY in the transaction" "$notify" "$(ratio "$notify" "$raw")"
+printf "%-46s %12.0f %8s\n" "payflow.submit()" "$sub" "$(bench_ratio "$sub" "$raw")"
+printf "%-46s %12.0f %8s\n" "payflow.submit() + NOTIFY in the transaction" "$notify" "$(bench_ratio "$notify" "$raw")"
 echo
 printf "%-46s %12s %8s\n" "outbox (batches of 100, every row its own group)" "rows/s" "ratio"
 printf "%-46s %12.0f %8s\n" "plain SKIP LOCKED delete queue (baseline)" "$plain" "1.00"
-printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(ratio "$claim" "$plain")"
+printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(bench_ratio "$claim" "$plain")"
 echo
 echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
+bench_result c.submit "$sub"
+bench_result c.claim "$claim"
+if bench_has sql; then
+	echo
+	echo "the C-free flavour in its own cluster, the same rounds interleaved with the C flavour's:"
+	bench_compare_header "C-free flavour vs C"
+	bench_compare_row "raw single-row INSERT, tx/s (the clusters alike)" "$raw" "${med[sql.raw_insert]}" %.0f -
+	bench_compare_row "payflow.submit(), tx/s" "$sub" "${med[sql.submit]}"
+	bench_compare_row "payflow.submit() + NOTIFY, tx/s" "$notify" "${med[sql.submit_notify]}" %.0f -
+	bench_compare_row "outbox_claim + outbox_ack, rows/s" "$claim" "${med[sql.claim]}"
+	echo "C-free payflow.submit() is $(bench_ratio "${med[sql.submit]}" "${med[sql.raw_insert]}") of its cluster's raw INSERT (C: $(bench_ratio "$sub" "$raw"))"
+	bench_result sql.submit "${med[sql.submit]}"
+	bench_result sql.claim "${med[sql.claim]}"
+fi
 
 # metrics(): scraped every few seconds (the HTTP edge's /metrics), so its
 # cost must follow the work in flight, not the retention.  Measured with
@@ -102,7 +166,7 @@ ms_of() {
 	local sql=$1 i
 	for i in 1 2 3 4 5 6 7; do
 		q -c '\timing on' -c "$sql" | grep -oP 'Time: \K[0-9.]+' | tail -1
-	done | median
+	done | bench_median
 }
 # buffers (pages) a statement touches: deterministic, unlike time on this machine
 metrics_body=$(awk '/^CREATE FUNCTION payflow.metrics/,/^\$\$;/' extension/sql/payflow.sql | sed -n '/AS \$\$/,/^\$\$;/p' | sed '1d;$d')
@@ -155,9 +219,35 @@ printf "%-62s %10.1f %8s\n" "payflow.metrics() with 101,000 in flight (a backlog
 
 # The edge processes' benchmarks, each with its own cluster and emulator:
 # this one is no longer needed and would only take memory and CPU from them.
-pf_cluster_destroy
-for part in relay worker pipeline api; do
+destroy_all
+for part in ${BENCH_PARTS-relay worker pipeline api}; do
 	echo
 	echo "== test/bench/$part.sh"
 	test/bench/$part.sh || echo "bench $part: FAILED (see above)"
 done
+
+# Every C-free/C figure of this run in one table (the scripts above wrote
+# theirs to $BENCH_RESULTS).
+if bench_has sql; then
+	declare -A res
+	while read -r k v; do res[$k]=$v; done <"$BENCH_RESULTS"
+	summary_row() {
+		local label=$1 key=$2
+		shift 2
+		if [ -n "${res[c.$key]:-}" ] && [ -n "${res[sql.$key]:-}" ]; then
+			bench_compare_row "$label" "${res[c.$key]}" "${res[sql.$key]}" "$@"
+		else
+			printf "%-50s %s\n" "$label" "(not measured: its script failed or did not run)"
+		fi
+	}
+	echo
+	echo "== C-free flavour vs C extension, this run (medians of interleaved rounds; details above)"
+	bench_compare_header "measure"
+	summary_row "submit: payflow.submit(), tx/s" submit
+	summary_row "outbox: claim + ack, rows/s" claim
+	summary_row "pipeline: end-to-end burst, operations/s" burst
+	summary_row "relay: commit-to-SQS latency p50, ms" relay_sqs_p50 %.0f -
+	summary_row "relay: commit-to-SQS latency p95, ms" relay_sqs_p95 %.0f -
+	echo "(C-free: no wake-up per commit; run_scheduler's NOTIFY from pg_cron at most once a second,"
+	echo " and the relay's fallback poll every PAYFLOW_POLL_INTERVAL_MS, 1000 ms by default)"
+fi

@@ -27,6 +27,7 @@ API_PORT=${BENCH_API_PORT:-4815}
 export PF_PGPORT=${PF_BENCH_API_PGPORT:-54520}
 export PF_CLUSTER_DIR=/tmp/payflow-bench-api-$PF_PGPORT
 
+source test/bench/lib.sh
 source test/lib/deps.sh
 source test/lib/cluster.sh
 pf_install_deps
@@ -53,8 +54,6 @@ PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=pf_api dbname=$PF_DB" PAYFL
 api_pid=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$API_PORT/healthz" && break; sleep 0.1; done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
 # pgbench SCRIPT USER [args]: "tps p50_ms p99_ms failed" from its per-transaction log
 run_pgbench() {
 	local script=$1 user=$2
@@ -62,7 +61,7 @@ run_pgbench() {
 	local prefix=$work/pgbench-$RANDOM out tps failed
 	out=$(cd "$work" && "$PF_PGBIN/pgbench" -n -U "$user" -c "$CLIENTS" -j 2 -T "$SECONDS_PER_RUN" \
 		-l --log-prefix="$prefix" "$@" -f "$OLDPWD/test/bench/$script" "$PF_DB" 2>&1)
-	tps=$(grep -oP 'tps = \K[0-9.]+(?= \(without initial)' <<<"$out")
+	tps=$(bench_tps <<<"$out")
 	failed=$(grep -oP 'number of failed transactions: \K[0-9]+' <<<"$out" || echo 0)
 	cat "$prefix".* | awk '{print $3}' | sort -n >"$work/lat"
 	local n
@@ -106,16 +105,15 @@ for round in $(seq 1 "$ROUNDS"); do
 	q -c "TRUNCATE payflow.outbox" -c "VACUUM ANALYZE" >/dev/null
 done
 
-med() { echo $1 | tr ' ' '\n' | median; }
-base=$(med "${rps[pg_submit]}")
+base=$(bench_med "${rps[pg_submit]}")
 echo "payflow-api bench: PostgreSQL $(q -c 'SHOW server_version'), $CLIENTS database connections,"
 echo "$ROUNDS rounds of ${SECONDS_PER_RUN}s, medians; $(nproc) cores (wrk, the API and PostgreSQL share them)"
 echo
 printf "%-52s %10s %9s %9s %7s\n" "submit path" "req/s" "p50 ms" "p99 ms" "ratio"
 row() {
 	local label=$1 k=$2 r
-	r=$(med "${rps[$k]}")
-	printf "%-52s %10.0f %9.2f %9.2f %7.2f\n" "$label" "$r" "$(med "${p50[$k]}")" "$(med "${p99[$k]}")" \
+	r=$(bench_med "${rps[$k]}")
+	printf "%-52s %10.0f %9.2f %9.2f %7.2f\n" "$label" "$r" "$(bench_med "${p50[$k]}")" "$(bench_med "${p99[$k]}")" \
 		"$(awk -v a="$r" -v b="$base" 'BEGIN { print a / b }')"
 }
 row "pgbench payflow.submit() ($CLIENTS clients, baseline)" pg_submit
@@ -123,7 +121,7 @@ row "pgbench the API's statement as pf_api ($CLIENTS clients)" pg_api
 row "wrk POST /payments ($CLIENTS connections)" wrk_c
 row "wrk POST /payments ($((8 * CLIENTS)) connections)" wrk_8c
 echo
-echo "POST /payments vs payflow.submit() at equal concurrency: $(awk -v a="$(med "${rps[wrk_c]}")" -v b="$base" 'BEGIN { printf "%.2f", a / b }')"
+echo "POST /payments vs payflow.submit() at equal concurrency: $(bench_ratio "$(bench_med "${rps[wrk_c]}")" "$base")"
 if [ "$failures" -ne 0 ]; then
 	echo "bench api: $failures failed requests or transactions"
 	grep -v '"level":"info"' "$work/api.log" | tail -5

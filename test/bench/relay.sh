@@ -6,35 +6,41 @@
 #               takes to drain the outbox to SQS, vs a plain SendMessageBatch
 #               loop (batches of ten, the same calls in flight, the same
 #               library and emulator, no database);
-#   latency     a steady RATE submits/s for SECONDS s with the relay running
-#               (woken by the scheduler worker's NOTIFY): arrival time at a
-#               reader - the outbox row's created_at, p50 and p99.
+#   latency     a steady RATE submits/s for SECONDS s with the relay running:
+#               arrival time at a reader - the outbox row's created_at, and
+#               SQS's SentTimestamp - created_at, p50, p95 and p99.
+#
+# Both for the C extension (the relay woken by the scheduler worker's NOTIFY
+# right after each commit) and for the C-free flavour (no wake-up per
+# commit: run_scheduler, run by pg_cron, notifies at most once a second, and
+# the relay polls every PAYFLOW_POLL_INTERVAL_MS, 1000 ms by default; also
+# measured with BENCH_RELAY_SQL_POLL_MS), each in a cluster of its own, up at
+# the same time; the rounds of the flavours are interleaved.
 #
 # Medians of ROUNDS rounds; queues are purged between rounds (fauxqs slows
 # down as a queue deepens). Prints figures, never fails on timing.
 #
 #   BENCH_RELAY_EVENTS=10000  BENCH_RELAY_IN_FLIGHT="4 8"  ROUNDS=3
-#   BENCH_RELAY_RATE=200  BENCH_RELAY_SECONDS=10
-#   PF_BENCH_RELAY_PGPORT=54349  BENCH_RELAY_EMULATOR_PORT=4630
+#   BENCH_RELAY_RATE=200  BENCH_RELAY_SECONDS=10  BENCH_RELAY_SQL_POLL_MS=200
+#   BENCH_FLAVOURS="c sql"  PF_BENCH_RELAY_PGPORT=54349  PF_BENCH_RELAY_SQL_PGPORT=54348
+#   BENCH_RELAY_EMULATOR_PORT=4630
 #
-# A private cluster (payflow and pg_cron preloaded, the scheduler worker on)
-# and a private emulator; both are gone when the script ends.
+# Private clusters (C: payflow and pg_cron preloaded, the scheduler worker
+# on; C-free: test/lib/cluster.sh with PF_FLAVOUR=sql) and a private
+# emulator; all are gone when the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-REPO=$PWD
+source test/bench/lib.sh
 
 EVENTS=${BENCH_RELAY_EVENTS:-10000}
 IN_FLIGHT=${BENCH_RELAY_IN_FLIGHT:-4 8}
 ROUNDS=${ROUNDS:-3}
 RATE=${BENCH_RELAY_RATE:-200}
 LAT_SECONDS=${BENCH_RELAY_SECONDS:-10}
-export PF_PGPORT=${PF_BENCH_RELAY_PGPORT:-54349}
-export PF_CLUSTER_DIR=/tmp/payflow-bench-relay-$PF_PGPORT
+SQL_POLL_MS=${BENCH_RELAY_SQL_POLL_MS:-200}
+bench_flavours "${PF_BENCH_RELAY_PGPORT:-54349}" "${PF_BENCH_RELAY_SQL_PGPORT:-54348}" bench-relay
 
-source test/lib/deps.sh
-source test/lib/cluster.sh
-pf_install_deps
-make -s >/dev/null && make -s install >/dev/null
+bench_build
 make -s -C workers >/dev/null
 
 work=$(mktemp -d /tmp/payflow-bench-relay.XXXXXX)
@@ -42,21 +48,36 @@ export PAYFLOW_EMULATOR_PORT=${BENCH_RELAY_EMULATOR_PORT:-4630}
 export PAYFLOW_EMULATOR_BACKEND_PORT=$((PAYFLOW_EMULATOR_PORT + 1))
 export PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
 relay_pid=
+destroy_clusters() {
+	local f
+	for f in $BENCH_FLAVOURS; do
+		bench_use "$f"
+		pf_cluster_destroy
+	done
+}
 cleanup() {
 	[ -z "$relay_pid" ] || kill -KILL "$relay_pid" 2>/dev/null || true
 	[ -z "${PSQL_PID:-}" ] || kill "$PSQL_PID" 2>/dev/null || true
 	test/emulator/stop.sh >/dev/null 2>&1 || true
-	pf_cluster_destroy
+	destroy_clusters
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-pf_cluster_destroy
-pf_cluster_start
+destroy_clusters
+for f in $BENCH_FLAVOURS; do
+	bench_use "$f"
+	pf_cluster_start
+done
+# use FLAVOUR: psql, pgbench and the relay go to that flavour's cluster
+use() {
+	bench_use "$1"
+	export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
+}
+use c
 q() { pf_psql -Atq "$@"; }
 eval "$(test/emulator/start.sh 2>"$work/emulator-start.log")"
 [ -n "${PAYFLOW_QUEUE_URLS:-}" ] || { cat "$work/emulator-start.log"; exit 1; }
-export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
 export PAYFLOW_LOG_LEVEL=warn
 queue=$(tr ',' '\n' <<<"$PAYFLOW_QUEUE_URLS" | sed -n 's|^payment-requests=||p')
 
@@ -296,21 +317,29 @@ C
 )
 
 bench=$work/relay_bench
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 # One psql session polls the outbox (a process per poll would cost more CPU
 # than the relay); each query is its own transaction, so no snapshot holds
-# back vacuum while the relay deletes rows.
+# back vacuum while the relay deletes rows.  relay_round points it at the
+# flavour's cluster (\connect) when that changes.
 coproc PSQL { pf_psql -Atq 2>&1; }
+psql_port=$PGPORT
 outbox_rows() {
 	echo "SELECT count(*) FROM payflow.outbox;" >&"${PSQL[1]}"
 	read -r line <&"${PSQL[0]}"
 	echo "$line"
 }
 
-# relay_round IN_FLIGHT: submit EVENTS, time the relay draining them; events/s
+# relay_round FLAVOUR IN_FLIGHT: submit EVENTS, time the relay draining
+# them; events/s in $round_rate (no subshell: the psql session's connection
+# is kept)
 relay_round() {
 	local t0 t1 n
+	use "$1"
+	if [ "$psql_port" != "$PGPORT" ]; then
+		echo "\\connect '$PAYFLOW_DATABASE_URL'" >&"${PSQL[1]}"
+		psql_port=$PGPORT
+	fi
 	q -c "SELECT count(payflow.submit('bench-$RANDOM$RANDOM-' || g, jsonb_build_object('amount', g, 'currency', 'EUR'),
 										 correlation_id => 'corr-' || g))
 			FROM generate_series(1, $EVENTS) g" >/dev/null
@@ -318,7 +347,7 @@ relay_round() {
 	q -c "VACUUM ANALYZE payflow.outbox"
 	n=$(outbox_rows)
 	t0=$EPOCHREALTIME
-	PAYFLOW_RELAY_IN_FLIGHT=$1 workers/bin/payflow-relay 2>>"$work/relay.log" &
+	PAYFLOW_RELAY_IN_FLIGHT=$2 workers/bin/payflow-relay 2>>"$work/relay.log" &
 	relay_pid=$!
 	while [ "$(outbox_rows)" != 0 ]; do sleep 0.01; done
 	t1=$EPOCHREALTIME
@@ -326,7 +355,7 @@ relay_round() {
 	wait "$relay_pid" || echo "relay exited with $?" >&2
 	relay_pid=
 	"$bench" purge "$queue"
-	awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", n / (b - a) }'
+	round_rate=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", n / (b - a) }')
 }
 
 baseline_round() {
@@ -339,26 +368,35 @@ baseline_round() {
 "$bench" purge "$queue"
 EVENTS_SAVED=$EVENTS
 EVENTS=3000
-relay_round 4 >/dev/null
+for f in $BENCH_FLAVOURS; do relay_round "$f" 4; done
 EVENTS=$EVENTS_SAVED
+use c
 
 echo "payflow-relay bench: $EVENTS events per round, $ROUNDS rounds, medians; $(nproc) cores"
 echo "(fauxqs behind the SigV4-checking front; PostgreSQL $(q -c 'SHOW server_version'), synchronous_commit=$(q -c 'SHOW synchronous_commit'))"
 echo
 printf "%-52s %9s %10s %7s\n" "outbox -> SQS" "in flight" "events/s" "ratio"
+declare -A relay relay_med
 for k in $IN_FLIGHT; do
-	relay=""
 	base=""
+	for f in $BENCH_FLAVOURS; do relay[$f]=""; done
 	for round in $(seq 1 "$ROUNDS"); do
-		# interleaved, so a noisy neighbour hits both alike
+		# interleaved, so a noisy neighbour hits all alike
 		base+="$(baseline_round "$k") "
-		relay+="$(relay_round "$k") "
+		for f in $(bench_order "$round"); do
+			relay_round "$f" "$k"
+			relay[$f]+="$round_rate "
+		done
 	done
-	base=$(echo $base | tr ' ' '\n' | median)
-	relay=$(echo $relay | tr ' ' '\n' | median)
+	base=$(bench_med "$base")
 	printf "%-52s %9s %10.0f %7s\n" "plain SendMessageBatch loop (baseline)" "$k" "$base" "1.00"
-	printf "%-52s %9s %10.0f %7s\n" "payflow-relay (claim, send, ack)" "$k" "$relay" \
-		"$(awk -v a="$relay" -v b="$base" 'BEGIN { printf "%.2f", a / b }')"
+	for f in $BENCH_FLAVOURS; do
+		r=$(bench_med "${relay[$f]}")
+		relay_med[$f.$k]=$r
+		label="payflow-relay (claim, send, ack)"
+		[ "$f" = c ] || label="payflow-relay, $(bench_label "$f") flavour"
+		printf "%-52s %9s %10.0f %7s\n" "$label" "$k" "$r" "$(bench_ratio "$r" "$base")"
+	done
 done
 
 # latency at a steady rate: pgbench paces the submits, the reader deletes as
@@ -368,10 +406,16 @@ cat >"$work/submit.sql" <<'SQL'
 SELECT payflow.submit('lat-' || :client_id || '-' || :n, '{"amount": 1250, "currency": "EUR"}');
 SQL
 # the outbox has churned through the rounds above
-q -c "VACUUM ANALYZE payflow.outbox"
+for f in $BENCH_FLAVOURS; do
+	use "$f"
+	q -c "VACUUM ANALYZE payflow.outbox"
+done
+# latency_round FLAVOUR [POLL_MS]: "messages reader-p50 p95 p99 sqs-p50 p95 p99"
 latency_round() {
-	local expected=$((RATE * LAT_SECONDS))
-	PAYFLOW_RELAY_IN_FLIGHT=4 workers/bin/payflow-relay 2>>"$work/relay.log" &
+	local expected=$((RATE * LAT_SECONDS)) poll=()
+	use "$1"
+	[ -z "${2:-}" ] || poll=(PAYFLOW_POLL_INTERVAL_MS="$2")
+	env "${poll[@]}" PAYFLOW_RELAY_IN_FLIGHT=4 workers/bin/payflow-relay 2>>"$work/relay.log" &
 	relay_pid=$!
 	sleep 1
 	"$bench" read "$queue" "$expected" 5000 >"$work/arrivals.txt" &
@@ -382,23 +426,64 @@ latency_round() {
 	wait "$relay_pid" || echo "relay exited with $?" >&2
 	relay_pid=
 	"$bench" purge "$queue"
-	# p50 and p99 of arrival - created_at, and of SentTimestamp - created_at
+	# arrival - created_at, and SentTimestamp - created_at
 	awk '{ print $1 - $2 }' "$work/arrivals.txt" | sort -n >"$work/reader.txt"
 	awk '$3 > 0 { print $3 - $2 }' "$work/arrivals.txt" | sort -n >"$work/queue.txt"
-	pct() { awk -v p="$1" '{a[NR]=$1} END { i = int(NR * p / 100 + 0.5); if (i < 1) i = 1; print (NR ? a[i] : "nan") }' "$2"; }
-	echo "$(wc -l <"$work/reader.txt") $(pct 50 "$work/reader.txt") $(pct 99 "$work/reader.txt") $(pct 50 "$work/queue.txt") $(pct 99 "$work/queue.txt")"
+	echo "$(wc -l <"$work/reader.txt") $(for t in reader queue; do for p in 50 95 99; do
+		printf '%s ' "$(bench_pct $p "$work/$t.txt")"; done; done)"
 }
-counts=""; p50=""; p99=""; q50=""; q99=""
+# the variants: each flavour with the relay's default poll, and the C-free
+# flavour once more with a shorter poll
+variants=$BENCH_FLAVOURS
+! bench_has sql || [ -z "$SQL_POLL_MS" ] || variants+=" sql-poll"
+declare -A lat
 for round in $(seq 1 "$ROUNDS"); do
-	read -r c a b d e <<<"$(latency_round)"
-	counts+="$c "; p50+="$a "; p99+="$b "; q50+="$d "; q99+="$e "
+	for v in $(bench_rotate "$round" $variants); do
+		case $v in
+			sql-poll) line=$(latency_round sql "$SQL_POLL_MS") ;;
+			*) line=$(latency_round "$v") ;;
+		esac
+		read -r c a50 a95 a99 q50 q95 q99 <<<"$line"
+		lat[$v.count]+="$c "
+		for x in a50 a95 a99 q50 q95 q99; do lat[$v.$x]+="${!x} "; done
+	done
 done
 echo
-echo "commit-to-queue latency, $RATE submits/s for ${LAT_SECONDS}s (messages per round: $counts)"
-printf "%-52s %9s %10s\n" "" "p50 ms" "p99 ms"
-printf "%-52s %9s %10s\n" "arrival at a reader - outbox created_at" \
-	"$(echo $p50 | tr ' ' '\n' | median)" "$(echo $p99 | tr ' ' '\n' | median)"
-printf "%-52s %9s %10s\n" "accepted by SQS (SentTimestamp) - created_at" \
-	"$(echo $q50 | tr ' ' '\n' | median)" "$(echo $q99 | tr ' ' '\n' | median)"
+variant_label() {
+	case $1 in
+		c) echo C ;;
+		sql) echo "C-free, relay poll 1000 ms (its default)" ;;
+		sql-poll) echo "C-free, relay poll $SQL_POLL_MS ms" ;;
+	esac
+}
+echo "commit-to-queue latency, $RATE submits/s for ${LAT_SECONDS}s (messages per round: $(for v in $variants; do
+	printf '%s %s; ' "$(variant_label "$v" | sed 's/ (its default)//; s/, relay poll 1000 ms//')" "${lat[$v.count]% }"; done | sed 's/; $//'))"
+printf "%-52s %9s %10s %10s\n" "" "p50 ms" "p95 ms" "p99 ms"
+lat_rows() {
+	local v=$1 indent=$2
+	printf "%-52s %9s %10s %10s\n" "${indent}arrival at a reader - outbox created_at" \
+		"$(bench_med "${lat[$v.a50]}")" "$(bench_med "${lat[$v.a95]}")" "$(bench_med "${lat[$v.a99]}")"
+	printf "%-52s %9s %10s %10s\n" "${indent}accepted by SQS (SentTimestamp) - created_at" \
+		"$(bench_med "${lat[$v.q50]}")" "$(bench_med "${lat[$v.q95]}")" "$(bench_med "${lat[$v.q99]}")"
+}
+lat_rows c ""
+for v in $variants; do
+	[ "$v" != c ] || continue
+	echo "$(variant_label "$v"):"
+	lat_rows "$v" "  "
+done
 echo
 echo "aims: relay >= 0.8 of the baseline; latency p50 < 10 ms"
+bench_result c.relay_sqs_p50 "$(bench_med "${lat[c.q50]}")"
+bench_result c.relay_sqs_p95 "$(bench_med "${lat[c.q95]}")"
+if bench_has sql; then
+	echo
+	bench_compare_header "C-free flavour vs C"
+	for k in $IN_FLIGHT; do
+		bench_compare_row "relay throughput, $k in flight, events/s" "${relay_med[c.$k]}" "${relay_med[sql.$k]}"
+	done
+	for p in 50 95; do
+		bench_compare_row "commit -> SQS (SentTimestamp) p$p, ms" "$(bench_med "${lat[c.q$p]}")" "$(bench_med "${lat[sql.q$p]}")" %.0f -
+		bench_result sql.relay_sqs_p$p "$(bench_med "${lat[sql.q$p]}")"
+	done
+fi

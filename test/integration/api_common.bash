@@ -9,6 +9,7 @@
 #   api_init NAME                 $API_DIR, $API_RUN, EXIT trap
 #   api_key TENANT [NAME]         prints a new API key for TENANT
 #   api_start NAME PORT [VAR=value...]   background payflow-api; sets API_PID, API_URL
+#                                 (API_OPEN_FILES=N: under ulimit -n N)
 #   api_stop PID                  SIGTERM + wait; exit status in $api_status
 #   http METHOD URL KEY [curl args...]   body in $API_DIR/body, headers in
 #                                 $API_DIR/headers, prints the status code
@@ -81,7 +82,11 @@ api_start() {
 		echo "not ok - port $port is free for payflow-api $name"
 		exit 1
 	fi
-	env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" "$API_BIN" 2>>"$API_DIR/api-$name.log" &
+	if [ -n "${API_OPEN_FILES:-}" ]; then
+		(ulimit -n "$API_OPEN_FILES" && exec env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" "$API_BIN") 2>>"$API_DIR/api-$name.log" &
+	else
+		env PAYFLOW_LISTEN="127.0.0.1:$port" "$@" "$API_BIN" 2>>"$API_DIR/api-$name.log" &
+	fi
 	API_PID=$!
 	API_PIDS+=("$API_PID")
 	API_URL=http://127.0.0.1:$port
@@ -105,7 +110,7 @@ http() {
 header() { sed -n "s/^$1: *//Ip" "$API_DIR/headers" | tr -d '\r' | tail -1; }
 
 json_field() {
-	node -e 'const fs = require("fs"); let v = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+	node -e 'const fs = require("fs"); let v; try { v = JSON.parse(fs.readFileSync(process.argv[1], "utf8")); } catch { v = undefined; }
 		for (const k of process.argv[2].split(".")) v = v !== null && typeof v === "object" ? v[k] : undefined;
 		console.log(v === undefined || v === null ? "" : typeof v === "object" || typeof v === "boolean" ? JSON.stringify(v) : String(v));' \
 		"$API_DIR/body" "$1"

@@ -117,6 +117,10 @@ typedef struct pf_config
 	int			api_idle_timeout;	/* seconds without traffic on a connection */
 	int			api_retry_after;	/* seconds, the Retry-After sent */
 	int			api_max_streams;	/* concurrent event streams */
+	int			api_max_streams_per_key;	/* event streams one API key may hold */
+	int			api_max_connections;	/* HTTP connections, streams included */
+	int			api_max_connections_per_address;	/* from one client address; 0: no limit */
+	int			api_header_timeout;	/* seconds to send a request's head */
 	int			log_level;		/* pf_log_level */
 	int			relay_in_flight;
 	int			relay_lease_seconds;

@@ -12,14 +12,15 @@
  * row-level security and the SQL functions decide what a key may see.
  *
  *		main.c			settings, signals, the HTTP daemon, drain on SIGTERM
- *		router.c		MHD's handler: routes, body limits, access log, metrics
+ *		guard.c			connections: head deadline, drops, libmicrohttpd's log
+ *		router.c		MHD's handler: head checks, routes, body limits, access log
  *		payments.c		POST /payments (pg or S3 claim check)
  *		operations.c	GET /operations/{id}
  *		details_scan.c	finds "details" in a body as it arrives, hashing it
  *		events.c		GET /operations/{id}/events: server-sent events
  *		hub.c			the thread that feeds every stream (one LISTEN connection)
  *		pool.c			the bounded pool of PostgreSQL connections
- *		reply.c			JSON answers, error documents, SQLSTATE -> HTTP
+ *		reply.c			JSON answers (libmicrohttpd's own errors too), SQLSTATE -> HTTP
  *		metrics.c		request counters, latency histogram, /metrics text
  */
 #ifndef PAYFLOW_API_H
@@ -105,6 +106,37 @@ void		api_metrics_render(pf_buf *out);
 /* payflow.metrics() (a JSON document) flattened into gauges "payflow_<path>". */
 void		api_metrics_render_db(const char *json_text, pf_buf *out);
 
+/* ---- guard.c ---- */
+
+typedef struct api_request api_request;
+typedef struct api_guard api_guard;
+typedef struct api_conn api_conn;
+
+typedef enum api_drop_reason
+{
+	DROP_LIMIT = 0,				/* refused by the global or per-address limit */
+	DROP_HEADER_TIMEOUT,		/* its head took longer than PAYFLOW_API_HEADER_TIMEOUT */
+	DROP_COUNT
+} api_drop_reason;
+
+api_guard  *api_guard_create(const pf_config *cfg, int connection_limit);
+/* MHD_OPTION_NOTIFY_CONNECTION */
+void		api_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+							 enum MHD_ConnectionNotificationCode code);
+/* A request's head is in (no deadline until it is answered), or its answer is done. */
+void		api_guard_head_done(api_guard *g, struct MHD_Connection *conn, api_request *req);
+void		api_guard_request_done(api_guard *g, struct MHD_Connection *conn);
+/* The request in progress on a connection, or NULL; from the connection's thread. */
+api_request *api_guard_request(struct MHD_Connection *conn);
+/* About once a second: drop heads past their deadline, write due log summaries. */
+void		api_guard_tick(api_guard *g);
+/* MHD_OPTION_EXTERNAL_LOGGER (cls: the guard) */
+void		api_guard_log_http(void *cls, const char *fmt, va_list ap);
+/* What libmicrohttpd said of the refusal it is sending on this thread, once; or NULL. */
+const char *api_guard_take_refusal(void);
+/* Connection gauges and drop counters for /metrics. */
+void		api_guard_render(api_guard *g, pf_buf *out);
+
 /* ---- details_scan.c ---- */
 
 /*
@@ -140,7 +172,6 @@ void		details_scan_free(details_scan *scan);
 
 /* ---- reply.c ---- */
 
-typedef struct api_request api_request;
 
 /* Queue a JSON answer (consumes body). */
 enum MHD_Result api_reply_json(api_request *req, unsigned status, json_t *body);
@@ -153,6 +184,10 @@ enum MHD_Result api_reply_error(api_request *req, unsigned status, const char *c
 /* The answer for a failed statement: SQLSTATE -> status, no SQL text. */
 enum MHD_Result api_reply_db_error(api_request *req, const pf_error *err);
 enum MHD_Result api_reply_text(api_request *req, unsigned status, const char *content_type, pf_buf *body);
+/* 401: no key, or one that cannot be a key (not printable ASCII). */
+enum MHD_Result api_reply_unauthorized(api_request *req);
+/* Queue any response (every answer of ours goes through it, never MHD_queue_response). */
+enum MHD_Result api_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp);
 /* 503 when no connection came free in time. */
 enum MHD_Result api_reply_pool_exhausted(api_request *req);
 unsigned	api_status_for_sqlstate(const char *sqlstate, pf_result result);
@@ -166,6 +201,7 @@ typedef struct api_context
 	pf_config	cfg;
 	api_pool	pool;
 	api_hub    *hub;
+	api_guard  *guard;
 	struct MHD_Daemon *daemon;
 	bool		s3_enabled;		/* PAYFLOW_STORE=s3: large details go to S3 */
 	volatile sig_atomic_t *stop;
@@ -192,6 +228,8 @@ struct api_request
 	details_scan scan;
 	bool		scanning;
 	const char *correlation_id;
+	const char *bad_path;		/* why the path cannot be decoded, or NULL */
+	bool		close_after;	/* the answer closes the connection */
 };
 
 int64_t		api_now_us(void);
@@ -202,7 +240,10 @@ enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *u
 						   void **con_cls);
 void		api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 						  enum MHD_RequestTerminationCode toe);
-/* "Bearer <key>" from Authorization, or NULL (then the caller answers 401). */
+/* MHD_OPTION_UNESCAPE_CALLBACK: paths are decoded by the router, not by MHD. */
+size_t		api_keep_escaped(void *cls, struct MHD_Connection *conn, char *text);
+/* "Bearer <key>" from Authorization, or NULL when there is none or it cannot
+ * be a key (then the caller answers api_reply_unauthorized). */
 const char *api_bearer_key(api_request *req);
 
 /* payments.c, operations.c */

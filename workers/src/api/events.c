@@ -14,6 +14,12 @@
  * suspended in libmicrohttpd while its stream has nothing to send and
  * resumed by the hub when it has, so a thousand idle streams cost a
  * thousand sockets and no thread or statement each.
+ *
+ * One API key holds at most PAYFLOW_API_MAX_STREAMS_PER_KEY streams (429
+ * with Retry-After past that), so one tenant cannot take every slot of
+ * PAYFLOW_API_MAX_STREAMS (503 when those are all taken). A suspended
+ * connection is not polled by MHD, so the hub watches its socket and ends
+ * the stream as soon as the client hangs up, which frees its slot.
  */
 #include "stream.h"
 
@@ -73,6 +79,7 @@ stream_release(void *cls)
 
 	pthread_mutex_lock(&hub->lock);
 	s->released = true;
+	s->key->held--;
 	pthread_mutex_unlock(&hub->lock);
 	hub_wake(hub);
 }
@@ -93,9 +100,11 @@ api_get_events(api_request *req)
 	pf_result	r;
 	api_stream *s;
 	struct MHD_Response *resp;
+	const union MHD_ConnectionInfo *fd;
+	hub_admission admission;
 
 	if (api_key == NULL)
-		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+		return api_reply_unauthorized(req);
 	/* the operation must exist for this key before a stream is opened */
 	slot = api_pool_acquire(&ctx->pool);
 	if (slot == NULL)
@@ -110,6 +119,8 @@ api_get_events(api_request *req)
 	s = pf_calloc(1, sizeof(*s));
 	s->hub = hub;
 	s->conn = req->conn;
+	fd = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	s->fd = fd ? fd->connect_fd : MHD_INVALID_SOCKET;
 	s->operation_id = pf_strdup(req->operation_id);
 	s->api_key = pf_strdup(api_key);
 	if (last_event_id)
@@ -119,9 +130,14 @@ api_get_events(api_request *req)
 	/* reconnect after 2 s if the connection drops */
 	pf_buf_append_str(&s->out, "retry: 2000\n\n");
 
-	if (!hub_add_stream(hub, s))
+	admission = hub_add_stream(hub, s);
+	if (admission != HUB_ADDED)
 	{
 		hub_stream_free(s);
+		if (admission == HUB_KEY_FULL)
+			return api_reply_error(req, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_streams",
+								   "this API key holds %d event streams, the most it may; retry later",
+								   ctx->cfg.api_max_streams_per_key);
 		return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 							   "too many event streams or shutting down, retry later");
 	}
@@ -137,7 +153,7 @@ api_get_events(api_request *req)
 	req->answered = true;
 	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
 	{
-		enum MHD_Result result = MHD_queue_response(req->conn, MHD_HTTP_OK, resp);
+		enum MHD_Result result = api_queue_response(req->conn, MHD_HTTP_OK, resp);
 
 		MHD_destroy_response(resp);
 		return result;

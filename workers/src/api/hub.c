@@ -6,10 +6,16 @@
  * extension's scheduler worker NOTIFYs there after commits that changed a
  * status) and, when woken, or every PAYFLOW_POLL_INTERVAL_MS as a fallback
  * (no NOTIFY without shared_preload_libraries), runs one payflow.changes()
- * query per API key in use, for all the operations watched with that key,
- * and hands each new row to the streams of its operation. A stream keeps
- * its own last history id: ids grow in commit order within an operation,
- * not across operations.
+ * query per API key in use, for all the operations watched with that key
+ * (in batches of CHANGES_BATCH ids: changes() takes at most 10,000), and
+ * hands each new row to the streams of its operation. A stream keeps its
+ * own last history id: ids grow in commit order within an operation, not
+ * across operations.
+ *
+ * MHD does not poll a suspended connection, so it would notice a client
+ * that hung up only when the next keep-alive comment is written. The hub
+ * polls the sockets of suspended streams for a hang-up (POLLRDHUP) beside
+ * its own, and ends such a stream at once: its slot comes free.
  *
  * The key is checked in the same statement as the query, as everywhere:
  * a key revoked while its streams are open ends them with an error event.
@@ -29,6 +35,8 @@
 #define LISTEN_CHANNEL "payflow_status"
 #define KEEPALIVE_MAX_MS 15000
 #define RECONNECT_MS 1000
+/* operation ids per changes() call; the function refuses more than 10,000 */
+#define CHANGES_BATCH 1000
 
 /*
  * changes() must run after authenticate() set the tenant: the lateral
@@ -88,23 +96,48 @@ hub_stream_free(api_stream *s)
 	free(s);
 }
 
-bool
+/* The slots of a key, found or made; under the lock. Keys in use are few. */
+static key_slots *
+slots_of(api_hub *hub, const char *api_key)
+{
+	key_slots  *k;
+
+	for (k = hub->keys; k; k = k->next)
+		if (strcmp(k->api_key, api_key) == 0)
+			return k;
+	k = pf_calloc(1, sizeof(*k));
+	k->api_key = pf_strdup(api_key);
+	k->next = hub->keys;
+	hub->keys = k;
+	return k;
+}
+
+hub_admission
 hub_add_stream(api_hub *hub, api_stream *s)
 {
-	bool		added;
+	hub_admission admission = HUB_ADDED;
+	key_slots  *k;
 
 	pthread_mutex_lock(&hub->lock);
-	added = !hub->stopping && hub->n_streams < hub->ctx->cfg.api_max_streams;
-	if (added)
+	k = slots_of(hub, s->api_key);
+	/* a released stream's connection is gone: it holds no slot, reaped or not */
+	if (hub->stopping || hub->n_streams >= hub->ctx->cfg.api_max_streams)
+		admission = HUB_FULL;
+	else if (k->held >= hub->ctx->cfg.api_max_streams_per_key)
+		admission = HUB_KEY_FULL;
+	if (admission == HUB_ADDED)
 	{
+		s->key = k;
+		k->held++;
+		k->refs++;
 		s->next = hub->streams;
 		hub->streams = s;
 		hub->n_streams++;
 	}
 	pthread_mutex_unlock(&hub->lock);
-	if (added)
+	if (admission == HUB_ADDED)
 		hub_wake(hub);
-	return added;
+	return admission;
 }
 
 static void
@@ -138,11 +171,12 @@ append_error_and_end(api_stream *s, const char *code, const char *message)
 	s->done = true;
 }
 
-/* The operations watched with one key, and the lowest last id among them. */
+/* Up to CHANGES_BATCH operations watched with one key, and the lowest last id among them. */
 typedef struct key_group
 {
 	char	   *api_key;
 	pf_buf		ids;			/* text[] literal */
+	int			n_ids;
 	long long	after_id;
 	struct key_group *next;
 } key_group;
@@ -180,9 +214,10 @@ append_array_element(pf_buf *array, const char *text)
 }
 
 /*
- * The open streams grouped by key, each operation once: sorted, so a
- * thousand streams on a thousand operations cost a sort, not a thousand
- * look-ups. Called under the lock; the groups own copies.
+ * The open streams grouped by key, each operation once, CHANGES_BATCH
+ * operations per group at most: sorted, so a thousand streams on a
+ * thousand operations cost a sort, not a thousand look-ups. Called under
+ * the lock; the groups own copies.
  */
 static key_group *
 collect_groups(api_hub *hub)
@@ -198,7 +233,11 @@ collect_groups(api_hub *hub)
 	qsort(w, (size_t) n, sizeof(watch), compare_watches);
 	for (int i = 0; i < n; i++)
 	{
-		if (g == NULL || strcmp(g->api_key, w[i].api_key) != 0)
+		bool		new_operation = i == 0 || strcmp(w[i - 1].api_key, w[i].api_key) != 0 ||
+			strcmp(w[i - 1].operation_id, w[i].operation_id) != 0;
+
+		/* a new key, or a full group and an operation it does not have yet */
+		if (g == NULL || strcmp(g->api_key, w[i].api_key) != 0 || (new_operation && g->n_ids == CHANGES_BATCH))
 		{
 			g = pf_calloc(1, sizeof(*g));
 			g->api_key = pf_strdup(w[i].api_key);
@@ -208,8 +247,11 @@ collect_groups(api_hub *hub)
 		}
 		if (w[i].last_id < g->after_id)
 			g->after_id = w[i].last_id;
-		if (i == 0 || g->ids.len == 0 || strcmp(w[i - 1].operation_id, w[i].operation_id) != 0)
+		if (new_operation)
+		{
 			append_array_element(&g->ids, w[i].operation_id);
+			g->n_ids++;
+		}
 	}
 	for (g = groups; g; g = g->next)
 		pf_buf_append_char(&g->ids, '}');
@@ -250,7 +292,11 @@ first_row_of(PGresult *res, int n, const char *operation_id)
 	return lo;
 }
 
-/* Hand a group's rows to its streams; a stream takes rows past its own last id. */
+/*
+ * Hand a group's rows to its streams; a stream takes rows past its own
+ * last id. A stream of the key whose operation is in another group of it
+ * finds no rows here.
+ */
 static void
 dispatch_rows(api_hub *hub, const key_group *g, PGresult *res, resume_list *resumes)
 {
@@ -360,7 +406,7 @@ keepalive(api_hub *hub)
 	hub_resume_all(&resumes);
 }
 
-/* Free the streams MHD is done with. */
+/* Free the streams MHD is done with, and the slots of keys no stream has. */
 static void
 reap(api_hub *hub)
 {
@@ -373,12 +419,88 @@ reap(api_hub *hub)
 		{
 			*p = s->next;
 			hub->n_streams--;
+			s->key->refs--;
 			hub_stream_free(s);
 		}
 		else
 			p = &s->next;
 	}
+	for (key_slots **p = &hub->keys; *p;)
+	{
+		key_slots  *k = *p;
+
+		if (k->refs == 0)
+		{
+			*p = k->next;
+			free(k->api_key);
+			free(k);
+		}
+		else
+			p = &k->next;
+	}
 	pthread_mutex_unlock(&hub->lock);
+}
+
+/* The poll set: the hub's two descriptors, then one per suspended stream. */
+typedef struct hangup_watch
+{
+	int			cap;
+	struct pollfd *fds;
+	api_stream **streams;		/* streams[i] is fds[HUB_FDS + i]'s */
+} hangup_watch;
+
+#define HUB_FDS 2
+
+/*
+ * Note the sockets of suspended streams; returns how many. Only the hub
+ * resumes a stream (and frees one), so each stays suspended, its socket
+ * open and its memory valid, until end_hung_up looks at it again (at
+ * shutdown api_hub_close_streams resumes them too: then a stale event only
+ * ends a stream that is ending anyway).
+ */
+static int
+watch_hangups(api_hub *hub, hangup_watch *w)
+{
+	int			n = 0;
+
+	pthread_mutex_lock(&hub->lock);
+	if (w->cap < hub->n_streams + HUB_FDS)
+	{
+		w->cap = hub->n_streams + HUB_FDS + 64;
+		w->fds = pf_realloc(w->fds, sizeof(*w->fds) * (size_t) w->cap);
+		w->streams = pf_realloc(w->streams, sizeof(*w->streams) * (size_t) w->cap);
+	}
+	for (api_stream *s = hub->streams; s; s = s->next)
+		if (s->suspended && !s->released && !s->done && s->fd != MHD_INVALID_SOCKET)
+		{
+			w->fds[HUB_FDS + n].fd = s->fd;
+			w->fds[HUB_FDS + n].events = POLLRDHUP;
+			w->fds[HUB_FDS + n].revents = 0;
+			w->streams[n++] = s;
+		}
+	pthread_mutex_unlock(&hub->lock);
+	return n;
+}
+
+/* Streams whose client hung up while they waited: end them, freeing their slots. */
+static void
+end_hung_up(api_hub *hub, hangup_watch *w, int n)
+{
+	resume_list resumes = {0, 0, NULL};
+
+	pthread_mutex_lock(&hub->lock);
+	for (int i = 0; i < n; i++)
+	{
+		api_stream *s = w->streams[i];
+
+		if ((w->fds[HUB_FDS + i].revents & (POLLRDHUP | POLLHUP | POLLERR)) && s->suspended && !s->released)
+		{
+			s->done = true;
+			hub_resume_later(&resumes, s);
+		}
+	}
+	pthread_mutex_unlock(&hub->lock);
+	hub_resume_all(&resumes);
 }
 
 /*
@@ -398,14 +520,16 @@ hub_main(void *arg)
 	int64_t		next_keepalive = pf_now_ms() + hub->keepalive_ms;
 	bool		again = false;	/* a notification came in during a query */
 	pf_error	err;
+	hangup_watch watched = {0, NULL, NULL};
+	struct pollfd *fds;
 
 	if (pf_pg_listen(hub->pg, LISTEN_CHANNEL, &err) != PF_OK && !*ctx->stop)
 		pf_log_warn(NULL, "events: LISTEN %s failed, polling until it works: %s", LISTEN_CHANNEL, err.message);
 	api_adopt_connection(hub->pg, &hub->backend_pid);
 	for (;;)
 	{
-		struct pollfd fds[2];
 		int			nfds = 0;
+		int			n_watched;
 		int64_t		now = pf_now_ms();
 		int64_t		wake_at = next_poll < next_keepalive ? next_poll : next_keepalive;
 		bool		due = again;
@@ -418,20 +542,21 @@ hub_main(void *arg)
 		if (stopping)
 			break;
 
+		n_watched = watch_hangups(hub, &watched);
+		fds = watched.fds;
 		fds[nfds].fd = hub->wake_fd;
 		fds[nfds++].events = POLLIN;
-		if (pf_pg_socket(hub->pg) >= 0)
-		{
-			fds[nfds].fd = pf_pg_socket(hub->pg);
-			fds[nfds++].events = POLLIN;
-		}
-		else if (now + RECONNECT_MS < wake_at)
+		fds[nfds].fd = pf_pg_socket(hub->pg);
+		fds[nfds++].events = POLLIN;
+		if (fds[1].fd < 0 && now + RECONNECT_MS < wake_at)
 			wake_at = now + RECONNECT_MS;	/* disconnected: retry soon */
 		if (again)
 			wake_at = now;
 		again = false;
-		if (poll(fds, (nfds_t) nfds, wake_at > now ? (int) (wake_at - now) : 0) < 0 && errno != EINTR)
+		/* a negative fd (no database connection) is skipped by poll() */
+		if (poll(fds, (nfds_t) (nfds + n_watched), wake_at > now ? (int) (wake_at - now) : 0) < 0 && errno != EINTR)
 			pf_log_warn(NULL, "events: poll failed: %s", strerror(errno));
+		end_hung_up(hub, &watched, n_watched);
 		if (fds[0].revents & POLLIN)
 		{
 			uint64_t	counter;
@@ -440,7 +565,7 @@ hub_main(void *arg)
 			(void) r;
 			due = true;			/* a new stream, or one released */
 		}
-		if (nfds > 1 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		if (fds[1].fd >= 0 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP)))
 		{
 			if (pf_pg_take_notifications(hub->pg, &count, &err) != PF_OK)
 				pf_log_warn(NULL, "events: %s", err.message);
@@ -476,6 +601,8 @@ hub_main(void *arg)
 			next_keepalive = now + hub->keepalive_ms;
 		}
 	}
+	free(watched.fds);
+	free(watched.streams);
 	return NULL;
 }
 

@@ -14,7 +14,8 @@
  * server-sent-event stream its own thread; here a stream with nothing to
  * send is a suspended connection (MHD_ALLOW_SUSPEND_RESUME) that costs
  * no thread at all, and the one hub thread (stream.c) resumes it when its
- * operation changes. The main thread only waits for signals.
+ * operation changes. The main thread waits for signals and, once a
+ * second, drops connections whose request head is late (guard.c).
  *
  * SIGTERM or SIGINT: stop accepting (MHD_quiesce_daemon), end every event
  * stream, let the requests in flight finish (up to PAYFLOW_DRAIN_SECONDS),
@@ -35,19 +36,6 @@
 
 /* Raised only after the drain: from then on database retries give up. */
 static volatile sig_atomic_t stop_now = 0;
-
-static void
-mhd_logger(void *cls, const char *fmt, va_list ap)
-{
-	pf_buf		msg = PF_BUF_INIT;
-
-	(void) cls;
-	pf_buf_vappendf(&msg, fmt, ap);
-	while (msg.len > 0 && (msg.data[msg.len - 1] == '\n' || msg.data[msg.len - 1] == '\r'))
-		msg.data[--msg.len] = '\0';
-	pf_log_warn(NULL, "http: %s", pf_buf_str(&msg));
-	pf_buf_free(&msg);
-}
 
 /* PAYFLOW_LISTEN (host:port, [v6]:port) as a socket address; exits on failure. */
 static struct addrinfo *
@@ -82,7 +70,7 @@ resolve_listen(const char *listen)
 }
 
 static struct MHD_Daemon *
-start_http(api_context *ctx)
+start_http(api_context *ctx, int connection_limit)
 {
 	struct addrinfo *ai = resolve_listen(ctx->cfg.listen);
 	unsigned	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -93,14 +81,18 @@ start_http(api_context *ctx)
 		flags |= MHD_USE_IPv6;
 	/* the logger first, or MHD prints early messages itself */
 	daemon = MHD_start_daemon(flags, 0, NULL, NULL, api_handle, ctx,
-							  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+							  MHD_OPTION_EXTERNAL_LOGGER, api_guard_log_http, ctx->guard,
 							  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 							  MHD_OPTION_THREAD_POOL_SIZE, (unsigned int) ctx->cfg.api_threads,
 							  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) ctx->cfg.api_idle_timeout,
-	/* request line and headers must fit in half; the rest buffers body and answer */
+	/* MHD's own ceiling for the head; the router enforces the limit itself */
 							  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) ctx->cfg.api_max_header_bytes * 2,
-							  MHD_OPTION_CONNECTION_LIMIT, (unsigned int) ctx->cfg.api_max_streams + 1024,
+							  MHD_OPTION_CONNECTION_LIMIT, (unsigned int) connection_limit,
+							  MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+							  (unsigned int) ctx->cfg.api_max_connections_per_address,
 							  MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+							  MHD_OPTION_UNESCAPE_CALLBACK, api_keep_escaped, NULL,
+							  MHD_OPTION_NOTIFY_CONNECTION, api_guard_notify, ctx->guard,
 							  MHD_OPTION_NOTIFY_COMPLETED, api_completed, ctx,
 							  MHD_OPTION_END);
 	freeaddrinfo(ai);
@@ -108,22 +100,64 @@ start_http(api_context *ctx)
 }
 
 /*
- * Every event stream is a socket: the usual soft limit of 1024 descriptors
- * would cap PAYFLOW_API_MAX_STREAMS long before memory does. Raise it up
- * to the hard limit, and say so when even that is too low.
+ * Descriptors besides the HTTP connections: stdio, the listening socket,
+ * the hub's eventfd and connection, per MHD thread an epoll and a wake-up
+ * descriptor, per pool slot a database and S3 sockets, and some slack for
+ * libraries (resolver, TLS, credentials file).
  */
-static void
-raise_descriptor_limit(const pf_config *cfg)
+static int
+reserved_descriptors(const pf_config *cfg)
+{
+	return 32 + 3 * cfg->api_threads + 3 * cfg->api_pool_size;
+}
+
+/*
+ * Every connection is a descriptor: with the usual soft limit of 1024 the
+ * process would fail accept() with EMFILE long before
+ * PAYFLOW_API_MAX_CONNECTIONS, and keep failing. Raise the soft limit to
+ * cover the connection limit (up to the hard limit); when even that is too
+ * low, lower the connection limit (and the stream limit with it) to what
+ * fits, and say so. Returns the connection limit to use.
+ */
+static int
+fit_descriptor_limit(pf_config *cfg)
 {
 	struct rlimit rl;
-	rlim_t		wanted = (rlim_t) cfg->api_max_streams + (rlim_t) cfg->api_pool_size + 256;
+	rlim_t		reserved = (rlim_t) reserved_descriptors(cfg);
+	rlim_t		wanted = (rlim_t) cfg->api_max_connections + reserved;
+	int			limit;
+	int			streams;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= wanted)
-		return;
-	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= wanted ? wanted : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < wanted)
-		pf_log_warn(NULL, "open files limited to %lu: fewer than PAYFLOW_API_MAX_STREAMS=%d streams fit",
-					(unsigned long) rl.rlim_cur, cfg->api_max_streams);
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return cfg->api_max_connections;
+	if (rl.rlim_cur < wanted)
+	{
+		struct rlimit raised = rl;
+
+		raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= wanted ? wanted : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+			rl = raised;
+	}
+	if (rl.rlim_cur >= wanted)
+		return cfg->api_max_connections;
+	if (rl.rlim_cur < reserved + 16)
+	{
+		fprintf(stderr, "%s: open files limited to %lu: too few for even 16 connections (ulimit -n)\n",
+				API_PROGNAME, (unsigned long) rl.rlim_cur);
+		exit(2);
+	}
+	limit = (int) (rl.rlim_cur - reserved);
+	streams = (int) ((long long) cfg->api_max_streams * limit / cfg->api_max_connections);
+	if (streams < 1)
+		streams = 1;
+	pf_log_write(PF_LOG_WARN, NULL, json_pack("{s:I,s:i,s:i,s:i,s:i}", "openFiles", (json_int_t) rl.rlim_cur,
+											  "connectionLimit", limit, "configured", cfg->api_max_connections,
+											  "streamLimit", streams, "configuredStreams", cfg->api_max_streams),
+				 "open files limited to %lu (ulimit -n): connection limit lowered from %d to %d, "
+				 "event streams from %d to %d", (unsigned long) rl.rlim_cur, cfg->api_max_connections, limit,
+				 cfg->api_max_streams, streams);
+	cfg->api_max_streams = streams;
+	return limit;
 }
 
 static int
@@ -161,6 +195,7 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	int64_t		deadline;
 	int			status = 0;
+	int			connection_limit;
 
 	(void) argc;
 	(void) argv;
@@ -178,11 +213,12 @@ main(int argc, char **argv)
 	ctx.stop = &stop_now;
 	ctx.s3_enabled = ctx.cfg.store == PF_STORE_S3;
 	pthread_mutex_init(&ctx.active_lock, NULL);
-	raise_descriptor_limit(&ctx.cfg);
+	connection_limit = fit_descriptor_limit(&ctx.cfg);
+	ctx.guard = api_guard_create(&ctx.cfg, connection_limit);
 	api_metrics_init();
 	api_pool_init(&ctx.pool, &ctx.cfg, &stop_now);
 	ctx.hub = api_hub_start(&ctx);
-	ctx.daemon = start_http(&ctx);
+	ctx.daemon = start_http(&ctx, connection_limit);
 	if (ctx.daemon == NULL)
 	{
 		fprintf(stderr, "%s: cannot listen on %s (in use, or not an address of this host)\n", API_PROGNAME,
@@ -190,11 +226,14 @@ main(int argc, char **argv)
 		exit(1);
 	}
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:o}", "config", pf_config_to_json(&ctx.cfg)),
-				 "listening on %s (%d threads, %d database connections, S3 claim check %s)", ctx.cfg.listen,
-				 ctx.cfg.api_threads, ctx.cfg.api_pool_size, ctx.s3_enabled ? "on" : "off");
+				 "listening on %s (%d threads, %d database connections, at most %d connections, S3 claim check %s)",
+				 ctx.cfg.listen, ctx.cfg.api_threads, ctx.cfg.api_pool_size, connection_limit,
+				 ctx.s3_enabled ? "on" : "off");
 	pf_config_warn_unknown_variables();
 
-	wait_signal(&signals, -1);
+	/* the main thread also drops heads past their deadline, once a second */
+	while (wait_signal(&signals, 1000) <= 0)
+		api_guard_tick(ctx.guard);
 	pf_log_info(NULL, "stopping: no new connections, ending event streams, %d request(s) in flight",
 				active_requests(&ctx));
 	{
@@ -213,6 +252,7 @@ main(int argc, char **argv)
 			status = 1;
 			break;
 		}
+		api_guard_tick(ctx.guard);
 		if (wait_signal(&signals, 50) > 0)
 		{
 			pf_log_warn(NULL, "second signal: exiting at once");

@@ -29,7 +29,7 @@ api_get_operation(api_request *req)
 	enum MHD_Result answer;
 
 	if (api_key == NULL)
-		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+		return api_reply_unauthorized(req);
 	slot = api_pool_acquire(&req->ctx->pool);
 	if (slot == NULL)
 		return api_reply_pool_exhausted(req);

@@ -16,7 +16,8 @@
  * The body is an object with exactly these two members: paymentId (a
  * string) and details (an object, handed to the workers exactly as
  * written: "12.50" stays "12.50"). Anything else is 422; text that is not
- * JSON (or repeats a member) is 400. The same Idempotency-Key (or
+ * JSON (or repeats a member) is 400, and so is a number beyond a double's
+ * range such as 1e400 (valid JSON, but no worker could read it). The same Idempotency-Key (or
  * paymentId) with the same paymentId and details answers 202 with the
  * same operation, whose current status is then reported; with other
  * details 409 PF002.
@@ -100,6 +101,15 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 	 * integers beyond 64 bits (valid JSON) must not fail as jansson ints.
 	 */
 	pb->doc = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
+	if (pb->doc == NULL && json_error_code(&jerr) == json_error_numeric_overflow)
+	{
+		/* valid JSON, but a double cannot hold it and neither could the workers */
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "number_out_of_range",
+								  "a number in the body is too large (line %d, column %d): numbers must fit "
+								  "a 64-bit floating point value; send larger ones as strings",
+								  jerr.line, jerr.column);
+		return false;
+	}
 	if (pb->doc == NULL)
 	{
 		/* jerr.text may quote the body: only the position is shown */
@@ -217,7 +227,7 @@ api_post_payment(api_request *req)
 	char		key[128];
 
 	if (api_key == NULL)
-		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+		return api_reply_unauthorized(req);
 	if (!parse_body(req, &pb, &answer))
 	{
 		payment_body_free(&pb);

@@ -3,7 +3,8 @@
  *		Answers: JSON documents, the one error shape, and how a failed
  *		statement's SQLSTATE becomes an HTTP status.
  *
- * Every error is {"error":{"code":…,"message":…}}. A payflow domain error
+ * Every error is {"error":{"code":…,"message":…}}, libmicrohttpd's own
+ * refusals of unparsable requests included (MHD_queue_response below). A payflow domain error
  * or a data exception carries the database's primary message, which names
  * the argument at fault and never holds SQL text; anything unexpected is
  * logged in full and answered with a fixed message, so no SQL, no stack
@@ -11,11 +12,126 @@
  */
 #include "api.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <jansson.h>
+
+typedef enum MHD_Result (*queue_fn) (struct MHD_Connection *, unsigned int, struct MHD_Response *);
+
+static queue_fn real_queue;
+static pthread_once_t real_queue_once = PTHREAD_ONCE_INIT;
+
+static void
+find_real_queue(void)
+{
+	real_queue = (queue_fn) dlsym(RTLD_NEXT, "MHD_queue_response");
+	if (real_queue == NULL)
+	{
+		fprintf(stderr, "%s: libmicrohttpd has no MHD_queue_response\n", API_PROGNAME);
+		abort();
+	}
+}
+
+enum MHD_Result
+api_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp)
+{
+	pthread_once(&real_queue_once, find_real_queue);
+	return real_queue(conn, status, resp);
+}
+
+/* What libmicrohttpd's own refusals mean, said as payflow's errors say it. */
+static void
+protocol_error(unsigned status, const char **code, const char **message)
+{
+	switch (status)
+	{
+		case MHD_HTTP_BAD_REQUEST:
+			*code = "bad_request";
+			*message = "the request is not valid HTTP/1.1 (request line, a header, Content-Length or chunked body)";
+			break;
+		case MHD_HTTP_CONTENT_TOO_LARGE:
+			*code = "payload_too_large";
+			*message = "the declared body or one of its chunks is too large";
+			break;
+		case MHD_HTTP_URI_TOO_LONG:
+			*code = "uri_too_long";
+			*message = "the request line is too long";
+			break;
+		case MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE:
+			*code = "headers_too_large";
+			*message = "the request line and headers exceed PAYFLOW_API_MAX_HEADER_BYTES";
+			break;
+		case MHD_HTTP_HTTP_VERSION_NOT_SUPPORTED:
+			*code = "http_version_not_supported";
+			*message = "only HTTP/1.0 and HTTP/1.1 are served";
+			break;
+		default:
+			*code = status >= 500 ? "internal" : "bad_request";
+			*message = status >= 500 ? "internal error" : "the request was refused";
+			break;
+	}
+}
+
+/*
+ * libmicrohttpd answers the requests it cannot parse by itself, before any
+ * handler runs, with fixed HTML pages, and has no hook to change them. Its
+ * one call of MHD_queue_response (for those answers) goes through the
+ * dynamic linker, so this definition in the program takes it. It writes
+ * the same status with a JSON error document straight to the socket (no
+ * answer of the connection has been written yet, and this small one fits
+ * its empty send buffer), then says the response could not be queued:
+ * libmicrohttpd closes the connection after what was written. (Letting it
+ * send the answer instead would also show its own fault of 0.9.75, which
+ * writes the status line and headers twice for a bad Content-Length.)
+ * payflow's own answers never come here: api_queue_response calls the
+ * library's function itself. api_abuse.sh checks that these answers are
+ * JSON, so a library built without interposable calls would show.
+ */
+enum MHD_Result
+MHD_queue_response(struct MHD_Connection *conn, unsigned int status, struct MHD_Response *response)
+{
+	const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	api_request *req = api_guard_request(conn);
+	const char *code;
+	const char *message;
+	const char *reason = MHD_get_reason_phrase_for(status);
+	json_t	   *doc;
+	char	   *text;
+	pf_buf		answer = PF_BUF_INIT;
+
+	const char *said = api_guard_take_refusal();
+
+	(void) response;			/* the library's page, destroyed by the library */
+	protocol_error(status, &code, &message);
+	/* its words for a head too large speak of its memory: ours name the limit */
+	if (said != NULL && status != MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE && status != MHD_HTTP_URI_TOO_LONG)
+		message = said;
+	doc = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message);
+	text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(doc);
+	pf_buf_appendf(&answer, "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+				   "Cache-Control: no-store\r\nContent-Length: %zu\r\n\r\n%s", status,
+				   reason && *reason ? reason : "Error", strlen(text), text);
+	free(text);
+	if (fd != NULL && send(fd->connect_fd, answer.data, answer.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		pf_log_debug(NULL, "http: the answer %u could not be written: %s", status, strerror(errno));
+	pf_buf_free(&answer);
+	if (req != NULL && !req->answered)
+	{
+		/* a request already under way (a malformed chunk): counted by api_completed */
+		req->status = status;
+		req->answered = true;
+		req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
+	}
+	else if (req == NULL)
+		api_metrics_record(ROUTE_OTHER, status, 0);
+	return MHD_NO;
+}
 
 int64_t
 api_now_us(void)
@@ -56,9 +172,11 @@ queue(api_request *req, unsigned status, struct MHD_Response *resp)
 
 	if (req->correlation_id)
 		MHD_add_response_header(resp, "X-Correlation-Id", req->correlation_id);
+	if (req->close_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"payflow\"");
-	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE || status == MHD_HTTP_TOO_MANY_REQUESTS)
 	{
 		char		seconds[16];
 
@@ -68,7 +186,7 @@ queue(api_request *req, unsigned status, struct MHD_Response *resp)
 	req->status = status;
 	req->answered = true;
 	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
-	r = MHD_queue_response(req->conn, status, resp);
+	r = api_queue_response(req->conn, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
@@ -131,6 +249,16 @@ api_reply_error(api_request *req, unsigned status, const char *code, const char 
 	doc = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", pf_buf_str(&msg));
 	pf_buf_free(&msg);
 	return api_reply_json(req, status, doc);
+}
+
+enum MHD_Result
+api_reply_unauthorized(api_request *req)
+{
+	const char *auth = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+	return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "invalid API key");
 }
 
 enum MHD_Result

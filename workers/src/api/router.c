@@ -6,8 +6,20 @@
  *
  * MHD calls the handler once when the headers are in, then once per chunk
  * of body, then once more with no data: only that last call answers
- * (except 413 for a declared Content-Length that is too large, answered at
- * once so the client need not send it).
+ * (except a refused head, and 413 for a declared Content-Length that is
+ * too large, answered at once so the client need not send it; MHD then
+ * closes the connection instead of reading the body).
+ *
+ * The head is checked before anything else, since MHD is lenient where a
+ * proxy in front may not be: the request line and headers must fit in
+ * PAYFLOW_API_MAX_HEADER_BYTES (MHD's own limit is its memory pool, twice
+ * that); header names must be tokens; Content-Length must not repeat with
+ * another value nor come with Transfer-Encoding, which may only be chunked
+ * (two parsers framing one byte stream differently is request smuggling;
+ * those answers close the connection). The path reaches the handler still
+ * escaped (api_keep_escaped) and is decoded here: an escaped '/' or NUL,
+ * which would change what the path names once decoded, is refused, as is
+ * an X-Correlation-Id that is not printable ASCII (it is never echoed).
  */
 #include "api.h"
 
@@ -16,6 +28,8 @@
 
 #include <jansson.h>
 
+#include "payflow/digest.h"
+
 /* A body keeps arriving past the limit: read and drop up to this many more
  * bytes so the client sees the 413, then drop the connection. */
 #define DISCARD_FACTOR 4
@@ -23,6 +37,20 @@
 #define OPERATIONS_PREFIX "/operations/"
 #define EVENTS_SUFFIX "/events"
 
+/* Printable ASCII only: what a header value of ours may hold. */
+static bool
+printable_ascii(const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *) text; *p; p++)
+		if (*p < 0x20 || *p > 0x7E)
+			return false;
+	return true;
+}
+
+/*
+ * A key is printable ASCII; anything else cannot name one, and would only
+ * reach the database to fail as text (22021, or a 404 for a lookup).
+ */
 const char *
 api_bearer_key(api_request *req)
 {
@@ -33,10 +61,66 @@ api_bearer_key(api_request *req)
 	auth += 7;
 	while (*auth == ' ')
 		auth++;
-	return *auth ? auth : NULL;
+	return *auth && printable_ascii(auth) ? auth : NULL;
 }
 
-/* The route of a path; the operation id of /operations/{id}[/events] is copied out. */
+/* MHD_OPTION_UNESCAPE_CALLBACK: leave the path as sent, decode_path decodes it. */
+size_t
+api_keep_escaped(void *cls, struct MHD_Connection *conn, char *text)
+{
+	(void) cls;
+	(void) conn;
+	return strlen(text);
+}
+
+/*
+ * The path percent-decoded, or NULL with why set: a broken escape, a
+ * control character, or an escaped '/' or NUL (a segment that decodes to
+ * two, or ends early in C: "/operations%2F<id>", "/operations/<id>%00").
+ */
+static char *
+decode_path(const char *raw, const char **why)
+{
+	char	   *out = pf_malloc(strlen(raw) + 1);
+	char	   *o = out;
+
+	for (const char *p = raw; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c == '%')
+		{
+			char		digits[3] = {p[1], p[1] ? p[2] : '\0', '\0'};
+
+			if (!pf_hex_decode(digits, &c, 1))
+			{
+				*why = "the path holds a broken percent escape";
+				break;
+			}
+			if (c == '/' || c == '\0')
+			{
+				*why = c == '/' ? "the path holds an escaped '/' (%2F)" : "the path holds an escaped NUL (%00)";
+				break;
+			}
+			p += 2;
+		}
+		else if (c < 0x20 || c == 0x7F)
+		{
+			*why = "the path holds a control character";
+			break;
+		}
+		*o++ = (char) c;
+	}
+	if (*why != NULL)
+	{
+		free(out);
+		return NULL;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* The route of a decoded path; the operation id of /operations/{id}[/events] is copied out. */
 static api_route
 route_of(const char *url, char **operation_id)
 {
@@ -132,6 +216,7 @@ get_metrics(api_request *req)
 				   "# TYPE payflow_api_pool_size gauge\npayflow_api_pool_size %d\n",
 				   req->ctx->pool.in_use, req->ctx->pool.size);
 	pthread_mutex_unlock(&req->ctx->pool.lock);
+	api_guard_render(req->ctx->guard, &out);
 	pf_buf_appendf(&out, "# HELP payflow_api_event_streams Server-sent event streams held.\n"
 				   "# TYPE payflow_api_event_streams gauge\npayflow_api_event_streams %d\n",
 				   api_hub_stream_count(req->ctx->hub));
@@ -195,17 +280,114 @@ static api_request *
 request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, const char *method)
 {
 	api_request *req = pf_calloc(1, sizeof(*req));
+	char	   *path;
 
 	req->ctx = ctx;
 	req->conn = conn;
 	req->method = method;
 	req->started_us = api_now_us();
-	req->route = route_of(url, &req->operation_id);
+	path = decode_path(url, &req->bad_path);
+	req->route = path ? route_of(path, &req->operation_id) : ROUTE_OTHER;
+	free(path);
 	req->correlation_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Correlation-Id");
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active++;
 	pthread_mutex_unlock(&ctx->active_lock);
 	return req;
+}
+
+/* RFC 9110's token: what a header name is made of. */
+static bool
+is_token(const char *name)
+{
+	if (*name == '\0')
+		return false;
+	for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			  strchr("!#$%&'*+-.^_`|~", *p) != NULL))
+			return false;
+	return true;
+}
+
+/* What the headers say about the body's framing, gathered in one pass. */
+typedef struct head_scan
+{
+	bool		bad_name;
+	int			content_lengths;
+	const char *content_length;
+	bool		content_lengths_differ;
+	int			transfer_encodings;
+	const char *transfer_encoding;
+} head_scan;
+
+static enum MHD_Result
+scan_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+{
+	head_scan  *h = cls;
+
+	(void) kind;
+	if (!is_token(name))
+		h->bad_name = true;
+	else if (strcasecmp(name, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+	{
+		if (h->content_lengths++ == 0)
+			h->content_length = value;
+		else if (strcmp(h->content_length, value ? value : "") != 0)
+			h->content_lengths_differ = true;
+	}
+	else if (strcasecmp(name, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+	{
+		h->transfer_encodings++;
+		h->transfer_encoding = value;
+	}
+	return MHD_YES;
+}
+
+/*
+ * Checks of the head (see the file's comment). Returns true with the
+ * answer queued when the request is refused.
+ */
+static bool
+refuse_head(api_request *req, enum MHD_Result *answer)
+{
+	const union MHD_ConnectionInfo *size = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	head_scan	h;
+
+	memset(&h, 0, sizeof(h));
+	if (size != NULL && size->header_size > (size_t) req->ctx->cfg.api_max_header_bytes)
+	{
+		*answer = api_reply_error(req, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large",
+								  "the request line and headers exceed %d bytes", req->ctx->cfg.api_max_header_bytes);
+		return true;
+	}
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, scan_header, &h);
+	req->close_after = true;	/* from here on, the framing is in doubt */
+	if (h.bad_name)
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "bad_request", "a header name is not a token");
+	else if (h.content_lengths_differ)
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "bad_request",
+								  "Content-Length is given twice with different values");
+	else if (h.content_lengths > 0 && h.transfer_encodings > 0)
+		*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "bad_request",
+								  "Content-Length and Transfer-Encoding must not come together");
+	else if (h.transfer_encodings > 1 || (h.transfer_encodings == 1 && strcasecmp(h.transfer_encoding, "chunked") != 0))
+		*answer = api_reply_error(req, MHD_HTTP_NOT_IMPLEMENTED, "not_implemented",
+								  "the only Transfer-Encoding served is chunked");
+	else
+	{
+		req->close_after = false;
+		if (req->bad_path != NULL)
+			*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "bad_request", "%s", req->bad_path);
+		else if (req->correlation_id != NULL && !printable_ascii(req->correlation_id))
+		{
+			req->correlation_id = NULL; /* never echoed */
+			*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "invalid_header",
+									  "X-Correlation-Id must be printable ASCII");
+		}
+		else
+			return false;
+	}
+	return true;
 }
 
 /* POST /payments: a declared length over the limit is refused before the body. */
@@ -238,8 +420,13 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 	if (req == NULL)
 	{
+		enum MHD_Result answer;
+
 		req = request_new(ctx, conn, url, method);
 		*con_cls = req;
+		api_guard_head_done(ctx->guard, conn, req);
+		if (refuse_head(req, &answer))
+			return answer;
 		if (req->route == ROUTE_PAYMENTS && strcmp(method, "POST") == 0)
 		{
 			if (declared_too_large(req))
@@ -290,6 +477,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 	if (req == NULL)
 		return;
 	*con_cls = NULL;
+	api_guard_request_done(ctx->guard, conn);
 	if (req->answered)
 	{
 		api_metrics_record(req->route, req->status, req->seconds);

@@ -10,12 +10,23 @@
 
 #include "api.h"
 
+/* The streams of one API key, for PAYFLOW_API_MAX_STREAMS_PER_KEY. */
+typedef struct key_slots
+{
+	char	   *api_key;
+	int			held;			/* streams not yet released */
+	int			refs;			/* streams pointing here, released or not */
+	struct key_slots *next;
+} key_slots;
+
 typedef struct api_stream
 {
 	api_hub    *hub;
 	struct MHD_Connection *conn;
+	MHD_socket	fd;				/* the connection's socket, watched while suspended */
 	char	   *operation_id;
 	char	   *api_key;
+	key_slots  *key;			/* set once the hub holds the stream */
 	long long	last_id;		/* the last history id sent */
 	pf_buf		out;			/* text not yet handed to MHD, from sent on */
 	size_t		sent;
@@ -32,6 +43,7 @@ struct api_hub
 	pthread_mutex_t lock;		/* the list and every stream's members */
 	api_stream *streams;
 	int			n_streams;
+	key_slots  *keys;
 	int			wake_fd;
 	bool		stopping;
 	pf_pg	   *pg;
@@ -53,8 +65,15 @@ void		hub_resume_later(resume_list *list, api_stream *s);
 void		hub_resume_all(resume_list *list);
 /* Make the hub look at its streams now (a new one, or one released). */
 void		hub_wake(api_hub *hub);
-/* Add a stream; false when the hub is stopping or full (PAYFLOW_API_MAX_STREAMS). */
-bool		hub_add_stream(api_hub *hub, api_stream *s);
+typedef enum hub_admission
+{
+	HUB_ADDED = 0,
+	HUB_FULL,					/* PAYFLOW_API_MAX_STREAMS held, or stopping */
+	HUB_KEY_FULL				/* PAYFLOW_API_MAX_STREAMS_PER_KEY held with this key */
+} hub_admission;
+
+/* Add a stream, unless the process or its key holds as many as allowed. */
+hub_admission hub_add_stream(api_hub *hub, api_stream *s);
 void		hub_stream_free(api_stream *s);
 
 #endif							/* PAYFLOW_API_STREAM_H */

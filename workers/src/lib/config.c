@@ -108,6 +108,11 @@ static const setting settings[] = {
 	{"PAYFLOW_API_IDLE_TIMEOUT", T_INT, AT(api_idle_timeout), NONE, "30", false, NULL, 1, 3600, NULL},
 	{"PAYFLOW_API_RETRY_AFTER", T_INT, AT(api_retry_after), NONE, "1", false, NULL, 1, 3600, NULL},
 	{"PAYFLOW_API_MAX_STREAMS", T_INT, AT(api_max_streams), NONE, "1000", false, NULL, 1, 100000, NULL},
+	{"PAYFLOW_API_MAX_STREAMS_PER_KEY", T_INT, AT(api_max_streams_per_key), NONE, "250", false, NULL, 1, 100000, NULL},
+	/* abuse limits: every connection is a descriptor; one address, one slow head cannot take them all */
+	{"PAYFLOW_API_MAX_CONNECTIONS", T_INT, AT(api_max_connections), NONE, "4096", false, NULL, 16, 1000000, NULL},
+	{"PAYFLOW_API_MAX_CONNECTIONS_PER_ADDRESS", T_INT, AT(api_max_connections_per_address), NONE, "256", false, NULL, 0, 1000000, NULL},
+	{"PAYFLOW_API_HEADER_TIMEOUT", T_INT, AT(api_header_timeout), NONE, "10", false, NULL, 1, 3600, NULL},
 	{"PAYFLOW_LOG_LEVEL", T_ENUM, AT(log_level), NONE, "info", false, "debug|info|warn|error", 0, 0, NULL},
 	{"PAYFLOW_RELAY_IN_FLIGHT", T_INT, AT(relay_in_flight), NONE, "4", false, NULL, 1, 64, NULL},
 	{"PAYFLOW_DB_CONNECTIONS", T_INT, AT(db_connections), NONE, "0", false, NULL, 0, 1000, NULL},
@@ -523,6 +528,9 @@ check_combinations(loader *ld, pf_config *cfg, unsigned programs)
 		!pf_url_is_loopback(cfg->invoice_url))
 		return failf(ld, "invalid PAYFLOW_INVOICE_TLS_VERIFY: false is accepted only for a loopback "
 					 "PAYFLOW_INVOICE_URL (localhost, 127.0.0.0/8, [::1])");
+	if ((programs & PF_PROGRAM_API) && cfg->api_max_streams >= cfg->api_max_connections)
+		return failf(ld, "invalid PAYFLOW_API_MAX_CONNECTIONS: %d is not above PAYFLOW_API_MAX_STREAMS (%d): "
+					 "every event stream holds a connection", cfg->api_max_connections, cfg->api_max_streams);
 	if (cfg->webhook_backoff_max_s < cfg->webhook_backoff_base_s)
 		return failf(ld, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: below PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS");
 	if ((programs & PF_PROGRAM_POSTPROCESS) && !cfg->postprocess_tls_verify && cfg->postprocess_url &&

@@ -240,16 +240,23 @@ if (ok('deploy/aws/queues.yaml exists and parses', !!queues)) {
 
 // ---------------------------------------------------------------- task definitions
 
-const observability = templates.get('observability.yaml');
 const iam = templates.get('iam.yaml');
-const logGroups = new Set(Object.values(observability?.Resources || {})
-	.filter((r) => r.Type === 'AWS::Logs::LogGroup').map((r) => r.Properties.LogGroupName['Fn::Sub']));
+const tasksTemplate = templates.get('tasks.yaml');
+const logGroups = new Set(Object.values(tasksTemplate?.Resources || {})
+	.filter((r) => r.Type === 'AWS::Logs::LogGroup').map((r) => r.Properties.LogGroupName['Fn::Sub'] ?? r.Properties.LogGroupName));
+// iam.yaml's role names, written as the task definitions write them (${Region}, not ${AWS::Region})
 const roleNames = new Map(Object.entries(iam?.Resources || {})
-	.filter(([, r]) => r.Type === 'AWS::IAM::Role').map(([k, r]) => [r.Properties.RoleName['Fn::Sub'], k]));
-// iam.yaml's parameters whose ARNs the execution role may read (GetSecretValue)
-const readableSecrets = new Set(Object.values(iam?.Resources || {}).flatMap((r) => r.Properties?.Policies || [])
-	.flatMap((p) => p.PolicyDocument.Statement).filter((st) => [].concat(st?.Action).includes('secretsmanager:GetSecretValue'))
+	.filter(([, r]) => r.Type === 'AWS::IAM::Role').map(([k, r]) => [r.Properties.RoleName['Fn::Sub'].replace('${AWS::Region}', '${Region}'), k]));
+const roleStatements = (res) => (iam?.Resources?.[res]?.Properties?.Policies || [])
+	.flatMap((p) => p.PolicyDocument.Statement).filter((st) => st && st.Effect);
+// per execution role: the iam.yaml parameters whose secrets it may read, and the log groups it may write
+const readableSecrets = (res) => new Set(roleStatements(res)
+	.filter((st) => [].concat(st.Action).includes('secretsmanager:GetSecretValue'))
 	.flatMap((st) => [].concat(st.Resource)).map((r) => r?.Ref).filter(Boolean));
+const writableLogGroups = (res) => roleStatements(res).filter((st) => [].concat(st.Action).includes('logs:PutLogEvents'))
+	.flatMap((st) => [].concat(st.Resource)).map((r) => String(r?.['Fn::Sub'] ?? r)
+		.replace(/^arn:\$\{AWS::Partition\}:logs:\$\{AWS::Region\}:\$\{AWS::AccountId\}:log-group:/, '').replace(/:\*$/, ''));
+const executionRoles = new Map();	// execution role -> task definition file
 const readme = fs.existsSync(path.join(root, 'deploy/README.md')) ? read('deploy/README.md') : '';
 const documented = new Set([...readme.matchAll(placeholderRe)].map((m) => m[1]));
 
@@ -258,6 +265,8 @@ const roleDestination = { payment: 'payment-requests', postprocess: 'payment-com
 	invoice: 'invoice-requests', webhook: 'operation-events' };
 const secretLooking = /SECRET|PASSWORD|PASSWD|TOKEN|DATABASE_URL|ODBC|ACCESS_KEY|PRIVATE/;
 const FARGATE_MAX_STOP = 120;
+// where deploy/docker/Dockerfile puts the database server's CA bundle
+const DB_CA_BUNDLE = (read('deploy/docker/Dockerfile').match(/^ENV PGSSLROOTCERT=(\S+)/m) || [])[1];
 
 function programOf(c) {
 	const cmd = c.command || [];
@@ -283,10 +292,14 @@ for (const file of taskFiles) {
 	const tag = path.basename(file);
 	ok(`${tag}: Fargate-ready (awsvpc, cpu, memory, execution role)`, td.networkMode === 'awsvpc' &&
 		(td.requiresCompatibilities || []).includes('FARGATE') && !!td.cpu && !!td.memory && !!td.executionRoleArn);
-	for (const arn of [td.executionRoleArn, td.taskRoleArn].filter(Boolean)) {
-		const role = arn.replace(/^arn:aws:iam::\$\{AccountId\}:role\//, '');
-		ok(`${tag}: role ${role} is made by iam.yaml`, roleNames.has(role), arn);
-	}
+	const roleOf = (arn) => roleNames.get(String(arn).replace(/^arn:aws:iam::\$\{AccountId\}:role\//, ''));
+	for (const arn of [td.executionRoleArn, td.taskRoleArn].filter(Boolean))
+		ok(`${tag}: role ${arn.split('/').pop()} is made by iam.yaml, its name carrying the region`,
+			!!roleOf(arn) && arn.includes('${Region}'), arn);
+	const execRole = roleOf(td.executionRoleArn);
+	ok(`${tag}: an execution role of its own (no other task definition names it)`,
+		!!execRole && !executionRoles.has(execRole), executionRoles.get(execRole));
+	executionRoles.set(execRole, tag);
 	for (const ph of new Set([...JSON.stringify(td).matchAll(placeholderRe)].map((m) => m[1])))
 		ok(`${tag}: placeholder \${${ph}} is documented in deploy/README.md`, documented.has(ph));
 
@@ -303,11 +316,16 @@ for (const file of taskFiles) {
 		ok(`${tag}: no credentials inside an environment value`, inlined.length === 0, inlined.map(([n]) => n).join(', '));
 		ok(`${tag}: secrets come from Secrets Manager or SSM ARNs`, [...sec.values()].every((v) =>
 			isPlaceholder(v) || /^arn:aws[a-z-]*:(secretsmanager|ssm):/.test(v)));
-		const unreadable = [...sec.values()].filter(isPlaceholder).map((v) => v.slice(2, -1)).filter((p) => !readableSecrets.has(p));
-		ok(`${tag}: the execution role may read every secret named (iam.yaml parameters of the same name)`,
-			unreadable.length === 0, unreadable.join(', '));
-		ok(`${tag}: awslogs logging to a log group of observability.yaml`, c.logConfiguration?.logDriver === 'awslogs' &&
-			logGroups.has(c.logConfiguration.options?.['awslogs-group']), c.logConfiguration?.options?.['awslogs-group']);
+		const named = [...sec.values()].filter(isPlaceholder).map((v) => v.slice(2, -1)).sort();
+		const readable = [...readableSecrets(execRole)].sort();
+		ok(`${tag}: its execution role reads exactly the secrets it names (iam.yaml parameters of the same name)`,
+			named.join() === readable.join(), `names ${named}; may read ${readable}`);
+		const group = c.logConfiguration?.options?.['awslogs-group'];
+		ok(`${tag}: awslogs logging to a log group of tasks.yaml that its execution role may write, and no other`,
+			c.logConfiguration?.logDriver === 'awslogs' && logGroups.has(group) &&
+			writableLogGroups(execRole).join() === group, `${group}; role writes ${writableLogGroups(execRole)}`);
+		ok(`${tag}: libpq verifies the database server (PGSSLMODE=verify-full, PGSSLROOTCERT the image's CA bundle)`,
+			env.get('PGSSLMODE') === 'verify-full' && env.get('PGSSLROOTCERT') === DB_CA_BUNDLE, `${env.get('PGSSLMODE')} ${env.get('PGSSLROOTCERT')}`);
 
 		const prog = programOf(c);
 		if (!prog) continue;	// not a payflow program (the metrics publisher)
@@ -397,15 +415,14 @@ for (const p of ['relay', 'api', ...Object.keys(roleDestination).map((r) => `wor
 // ---------------------------------------------------------------- iam.yaml: least privilege
 
 if (ok('deploy/aws/iam.yaml exists and parses', !!iam)) {
-	const statements = (roleRes) => (iam.Resources[roleRes]?.Properties?.Policies || [])
-		.flatMap((p) => p.PolicyDocument.Statement).filter((s) => s && s.Effect);
-	const imports = (s) => JSON.stringify(s.Resource).match(/\$\{QueuesStackName\}-(\w+?)QueueArn/g) || [];
+	const statements = roleStatements;
+	const queueRefs = (st) => [].concat(st.Resource).map((r) => r?.Ref).filter((r) => /QueueArn$/.test(r || ''));
 	const wide = [];
 	for (const [roleName, res] of roleNames)
-		for (const s of statements(res)) {
-			const actions = [].concat(s.Action);
+		for (const st of statements(res)) {
+			const actions = [].concat(st.Action);
 			if (actions.some((a) => a === '*' || a.endsWith(':*'))) wide.push(`${roleName}: ${actions}`);
-			if (s.Resource === '*' && !actions.every((a) => a === 'ecr:GetAuthorizationToken')) wide.push(`${roleName}: Resource *`);
+			if (st.Resource === '*' && !actions.every((a) => a === 'ecr:GetAuthorizationToken')) wide.push(`${roleName}: Resource *`);
 		}
 	ok('iam.yaml: no wildcard actions, no Resource "*" (but ecr:GetAuthorizationToken)', wide.length === 0, wide.join('; '));
 
@@ -414,29 +431,181 @@ if (ok('deploy/aws/iam.yaml exists and parses', !!iam)) {
 		return Object.entries(queues?.Outputs || {}).find(([k, o]) => k.endsWith('QueueArn') &&
 			o.Value?.['Fn::GetAtt']?.[0] === res)?.[0];
 	};
-	const relayRole = roleNames.get('payflow-${Environment}-relay');
-	const relaySqs = statements(relayRole).filter((s) => [].concat(s.Action).some((a) => a.startsWith('sqs:')));
-	const relayQueues = relaySqs.flatMap(imports).map((m) => m.replace('${QueuesStackName}-', '')).sort();
+	const role = (name) => roleNames.get(`payflow-\${Environment}-\${Region}-${name}-task`);
+	const relaySqs = statements(role('relay')).filter((st) => [].concat(st.Action).some((a) => a.startsWith('sqs:')));
+	const relayQueues = relaySqs.flatMap(queueRefs).sort();
 	ok('iam.yaml: relay may only sqs:SendMessage, on the four queues',
-		relaySqs.every((s) => [].concat(s.Action).join() === 'sqs:SendMessage') &&
+		relaySqs.every((st) => [].concat(st.Action).join() === 'sqs:SendMessage') &&
 		relayQueues.join() === [...queueDestinations.keys()].map(outputOf).sort().join(), relayQueues.join());
-	for (const [role, dest] of Object.entries(roleDestination)) {
-		const res = roleNames.get(`payflow-\${Environment}-${role}`);
-		const sqs = statements(res).filter((s) => [].concat(s.Action).some((a) => a.startsWith('sqs:')));
-		const targets = sqs.flatMap(imports).map((m) => m.replace('${QueuesStackName}-', ''));
-		const actions = new Set(sqs.flatMap((s) => [].concat(s.Action)));
-		ok(`iam.yaml: ${role} worker consumes ${dest} only`, targets.length > 0 && targets.every((t) => t === outputOf(dest)), targets.join());
-		ok(`iam.yaml: ${role} worker has exactly Receive/Delete/ChangeMessageVisibility/GetQueueAttributes`,
+	for (const [r, dest] of Object.entries(roleDestination)) {
+		const sqs = statements(role(r)).filter((st) => [].concat(st.Action).some((a) => a.startsWith('sqs:')));
+		const targets = sqs.flatMap(queueRefs);
+		const actions = new Set(sqs.flatMap((st) => [].concat(st.Action)));
+		ok(`iam.yaml: ${r} worker consumes ${dest} only`, targets.length > 0 && targets.every((t) => t === outputOf(dest)), targets.join());
+		ok(`iam.yaml: ${r} worker has exactly Receive/Delete/ChangeMessageVisibility/GetQueueAttributes`,
 			[...actions].sort().join() === 'sqs:ChangeMessageVisibility,sqs:DeleteMessage,sqs:GetQueueAttributes,sqs:ReceiveMessage');
+		const protection = statements(role(r)).filter((st) => [].concat(st.Action).some((a) => /TaskProtection$/.test(a)));
+		ok(`iam.yaml: ${r} worker may set and read its tasks' scale-in protection, in its cluster only`,
+			protection.length === 1 && [].concat(protection[0].Action).sort().join() === 'ecs:GetTaskProtection,ecs:UpdateTaskProtection' &&
+			/:task\/payflow-\$\{Environment\}\/\*$/.test(protection[0].Resource?.['Fn::Sub'] || ''));
 	}
-	const apiRole = roleNames.get('payflow-${Environment}-api');
-	const apiActions = statements(apiRole).flatMap((s) => [].concat(s.Action));
+	const apiActions = statements(role('api')).flatMap((st) => [].concat(st.Action));
 	ok('iam.yaml: api may only s3:PutObject', apiActions.join() === 's3:PutObject', apiActions.join());
-	const s3Prefixes = (res) => statements(res).filter((s) => [].concat(s.Action).some((a) => /^s3:(Get|Put)Object$/.test(a)))
-		.flatMap((s) => JSON.stringify(s.Resource).match(/\$\{Bucket\}\/[a-z]+\/\*/g) || []);
-	const allPrefixed = [...roleNames.values()].every((r) => s3Prefixes(r).length ===
-		statements(r).filter((s) => [].concat(s.Action).some((a) => /^s3:(Get|Put)Object$/.test(a))).flatMap((s) => [].concat(s.Resource)).length);
+	const objectStatements = (res) => statements(res).filter((st) => [].concat(st.Action).some((a) => /^s3:(Get|Put)Object$/.test(a)));
+	const allPrefixed = [...roleNames.values()].every((r) => objectStatements(r).flatMap((st) => [].concat(st.Resource))
+		.every((x) => /^\$\{PayloadBucketArn\}\/[a-z]+\/\*$/.test(x?.['Fn::Sub'] || '')));
 	ok('iam.yaml: object access only under a prefix (payments/*, requests/*)', allPrefixed);
+	const webhookSecrets = [...readableSecrets(roleNames.get('payflow-${Environment}-${Region}-webhook-exec'))];
+	ok('iam.yaml: the webhook worker\'s execution role reads its own database URL and nothing else',
+		webhookSecrets.join() === 'DatabaseUrlWebhookSecretArn', webhookSecrets.join());
+}
+
+
+// ---------------------------------------------------------------- the stack: payflow.yaml and its nested stacks
+
+const stack = templates.get('payflow.yaml');
+const services = templates.get('services.yaml');
+const network = templates.get('network.yaml');
+const alarms = templates.get('observability.yaml');
+if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!services && !!network && !!alarms && !!tasksTemplate)) {
+	const nested = Object.entries(stack.Resources).filter(([, r]) => r.Type === 'AWS::CloudFormation::Stack');
+	for (const [name, r] of nested) {
+		const t = templates.get(r.Properties.TemplateURL);
+		if (!ok(`payflow.yaml: ${name} is a template of deploy/aws (${r.Properties.TemplateURL})`, !!t)) continue;
+		const given = r.Properties.Parameters || {};
+		const needed = Object.entries(t.Parameters || {}).filter(([, d]) => d.Default === undefined).map(([k]) => k);
+		const missing = needed.filter((k) => !(k in given));
+		const unknown = Object.keys(given).filter((k) => !(k in t.Parameters));
+		ok(`payflow.yaml: ${name} gets every parameter its template requires, and no other`,
+			missing.length + unknown.length === 0, `missing ${missing}; unknown ${unknown}`);
+		// a root parameter handed on unchanged must be declared as the nested template declares it
+		for (const [k, v] of Object.entries(given)) {
+			if (!v?.Ref || !(v.Ref in (stack.Parameters || {}))) continue;
+			const rule = (d) => JSON.stringify(['Type', 'AllowedPattern', 'AllowedValues', 'MinValue', 'MaxValue'].map((x) => d[x]));
+			const mine = rule(stack.Parameters[v.Ref]), theirs = rule(t.Parameters[k]);
+			if (v.Ref === k)
+				ok(`payflow.yaml: parameter ${k} is declared as ${r.Properties.TemplateURL} declares it`,
+					mine === theirs, `${mine} vs ${theirs}`);
+		}
+	}
+	const everyParameterConstrained = [...templates].flatMap(([f, t]) => Object.entries(t.Parameters || {})
+		.filter(([, d]) => d.Type === 'String' && d.AllowedPattern === undefined && d.AllowedValues === undefined && d.Default === undefined)
+		.map(([k]) => `${f}:${k}`));
+	ok('templates: every required String parameter has an AllowedPattern or AllowedValues', everyParameterConstrained.length === 0,
+		everyParameterConstrained.join(', '));
+	const unnamed = [...templates].flatMap(([f, t]) => Object.entries(t.Parameters || {})
+		.filter(([k, d]) => (d.AllowedPattern || d.AllowedValues || d.MinValue !== undefined) && !String(d.ConstraintDescription || '').startsWith(`${k}:`))
+		.map(([k]) => `${f}:${k}`));
+	ok('templates: every constrained parameter\'s ConstraintDescription starts with its name', unnamed.length === 0, unnamed.join(', '));
+
+	// data survives the stack: queues, bucket, log groups, secrets, the repository
+	const unkept = [...templates].flatMap(([f, t]) => Object.entries(t.Resources || {})
+		.filter(([, r]) => ['AWS::SQS::Queue', 'AWS::S3::Bucket', 'AWS::Logs::LogGroup', 'AWS::SecretsManager::Secret', 'AWS::ECR::Repository'].includes(r.Type) &&
+			!(r.DeletionPolicy === 'Retain' && r.UpdateReplacePolicy === 'Retain')).map(([k]) => `${f}:${k}`));
+	ok('templates: queues, bucket, log groups, secrets and the repository have DeletionPolicy and UpdateReplacePolicy Retain',
+		unkept.length === 0, unkept.join(', '));
+
+	// TLS only on every queue and DLQ
+	const R = queues.Resources;
+	const allQueues = Object.entries(R).filter(([, r]) => r.Type === 'AWS::SQS::Queue').map(([k]) => k).sort();
+	const tlsCovered = new Set(Object.values(R).filter((r) => r.Type === 'AWS::SQS::QueuePolicy' &&
+		r.Properties.PolicyDocument.Statement.some((st) => st.Effect === 'Deny' && st.Principal === '*' &&
+			st.Condition?.Bool?.['aws:SecureTransport'] === 'false'))
+		.flatMap((r) => r.Properties.Queues.map((q) => q.Ref)));
+	ok('queues.yaml: every queue and DLQ denies calls without TLS (aws:SecureTransport)',
+		allQueues.every((q) => tlsCovered.has(q)), allQueues.filter((q) => !tlsCovered.has(q)).join(', '));
+
+	// payload expiry >= retention_failed + the longest an operation lives
+	const helpers = read('extension/sql/flavour-sql/helpers.sql');
+	const settingS = (n) => Number((helpers.match(new RegExp(`\\('${n}', 'integer', 's', '(\\d+)'`)) || [])[1]);
+	const maxAttempts = Number((helpers.match(/\('max_attempts', 'integer', [^,]+, '(\d+)'/) || [])[1]);
+	const steps = [...payflowSql.matchAll(/\('(PROCESS_PAYMENT|POST_PROCESS|CREATE_INVOICE)'/g)].map((m) => m[1]);
+	const stepCount = new Set(steps).size;
+	const callS = Number(settings.get('PAYFLOW_LEGACY_TIMEOUT').def);
+	const lifetimeS = stepCount * maxAttempts * (callS + settingS('retry_max_delay'));
+	const stuckS = Number(alarms.Parameters.OperationStuckThresholdSeconds.Default);
+	const retentionFailedDays = settingS('retention_failed') / 86400;
+	const floorDays = Number(queues.Parameters.PayloadExpirationDays.MinValue);
+	ok(`lifetime: ${stepCount} steps x ${maxAttempts} attempts x (${callS} s call + ${settingS('retry_max_delay')} s retry) = ${lifetimeS} s <= the stuck alarm (${stuckS} s)`,
+		stepCount === 3 && lifetimeS > 0 && lifetimeS <= stuckS);
+	ok(`queues.yaml: PayloadExpirationDays >= ${floorDays} >= retention_failed (${retentionFailedDays} d) + the stuck alarm rounded up to days, + 1`,
+		floorDays >= retentionFailedDays + Math.ceil(stuckS / 86400) + 1 && Number(queues.Parameters.PayloadExpirationDays.Default) >= floorDays);
+
+	// services: one per task definition, deployments that drain, autoscaling on work per slot
+	const svc = Object.entries(services.Resources).filter(([, r]) => r.Type === 'AWS::ECS::Service');
+	const tasksOutputs = Object.keys(tasksTemplate.Outputs);
+	const servicesStack = stack.Resources.ServicesStack?.Properties?.Parameters || {};
+	const served = svc.map(([, r]) => servicesStack[r.Properties.TaskDefinition.Ref]?.['Fn::GetAtt']?.[1]?.replace('Outputs.', '')).sort();
+	ok('services.yaml: one service per task definition of tasks.yaml',
+		served.join() === tasksOutputs.filter((o) => o.endsWith('TaskDefinitionArn')).sort().join(), served.join());
+	for (const [name, r] of svc) {
+		const d = r.Properties.DeploymentConfiguration || {};
+		ok(`services.yaml: ${name} starts new tasks before stopping old ones, and rolls back a failed deployment`,
+			d.MinimumHealthyPercent === 100 && d.MaximumPercent === 200 && d.DeploymentCircuitBreaker?.Enable === true &&
+			d.DeploymentCircuitBreaker?.Rollback === true);
+		ok(`services.yaml: ${name} in private subnets without a public address`,
+			r.Properties.NetworkConfiguration?.AwsvpcConfiguration?.AssignPublicIp === 'DISABLED');
+	}
+	ok('services.yaml: the cluster has Container Insights', (services.Resources.Cluster?.Properties?.ClusterSettings || [])
+		.some((x) => x.Name === 'containerInsights' && ['enabled', 'enhanced'].includes(x.Value)));
+	const policies = Object.values(services.Resources).filter((r) => r.Type === 'AWS::ApplicationAutoScaling::ScalingPolicy');
+	for (const [r, dest] of Object.entries(roleDestination)) {
+		const res = `${r[0].toUpperCase()}${r.slice(1)}Worker`;
+		const pol = policies.find((x) => x.Properties.ScalingTargetId?.Ref === `${res}ScalableTarget`);
+		const m = pol?.Properties?.TargetTrackingScalingPolicyConfiguration?.CustomizedMetricSpecification?.Metrics || [];
+		const names = m.map((x) => x.MetricStat?.Metric?.MetricName).filter(Boolean).sort().join();
+		const expr = m.find((x) => x.ReturnData)?.Expression?.['Fn::Sub'] || '';
+		const concurrencyParam = (expr.match(/\$\{(\w+Concurrency)\}/) || [])[1];
+		const passed = servicesStack[concurrencyParam]?.['Fn::GetAtt'];
+		ok(`services.yaml: ${r} worker scales on (visible + in flight) / (running tasks x its PAYFLOW_CONCURRENCY)`,
+			names === 'ApproximateNumberOfMessagesNotVisible,ApproximateNumberOfMessagesVisible,RunningTaskCount' &&
+			/\(visible \+ inflight\) \/ \(.*tasks.* \* \$\{\w+Concurrency\}\)/.test(expr) &&
+			passed?.[0] === 'TasksStack' && tasksOutputs.includes(passed?.[1]?.replace('Outputs.', '')), expr);
+		const queueParam = m.find((x) => x.Id === 'visible')?.MetricStat?.Metric?.Dimensions?.[0]?.Value?.Ref;
+		ok(`payflow.yaml: the ${r} worker's scaling reads the ${dest} queue`,
+			servicesStack[queueParam]?.['Fn::GetAtt']?.[1] === `Outputs.${queueDestinations.get(dest)?.replace(/Queue$/, '')}QueueName`,
+			JSON.stringify(servicesStack[queueParam]));
+	}
+	const lb = services.Resources;
+	ok('services.yaml: the load balancer listens on HTTPS only, TLS 1.2 or later', Object.values(lb)
+		.filter((x) => x.Type === 'AWS::ElasticLoadBalancingV2::Listener').every((x) => x.Properties.Protocol === 'HTTPS' &&
+			/TLS13|TLS-1-2/.test(x.Properties.SslPolicy)));
+	ok('services.yaml: the target group checks /readyz', lb.ApiTargetGroup?.Properties?.HealthCheckPath === '/readyz');
+	ok('services.yaml: /metrics answers 404 at the load balancer', Object.values(lb).some((x) =>
+		x.Type === 'AWS::ElasticLoadBalancingV2::ListenerRule' && x.Properties.Conditions.some((c) =>
+			(c.PathPatternConfig?.Values || []).includes('/metrics')) && x.Properties.Actions[0].Type === 'fixed-response'));
+
+	// network: the webhook worker reaches 443 and the database, nothing else
+	const N = network.Resources;
+	const egressOf = (sg) => [...(N[sg]?.Properties?.SecurityGroupEgress || []).map((e) => `${e.FromPort}-${e.CidrIp}`),
+		...Object.values(N).filter((x) => x.Type === 'AWS::EC2::SecurityGroupEgress' && x.Properties.GroupId?.['Fn::GetAtt']?.[0] === sg)
+			.map((x) => `${x.Properties.FromPort?.Ref || x.Properties.FromPort}-${x.Properties.DestinationSecurityGroupId?.Ref || x.Properties.CidrIp?.Ref || x.Properties.CidrIp}`)];
+	ok('network.yaml: the webhook worker may reach 443 and the database only',
+		egressOf('WebhookWorkerSecurityGroup').sort().join() === '443-0.0.0.0/0,DatabasePort-DatabaseSecurityGroupId',
+		egressOf('WebhookWorkerSecurityGroup').join());
+	ok('network.yaml: only the payment worker reaches the legacy DBMS', Object.keys(N).filter((k) =>
+		N[k].Type === 'AWS::EC2::SecurityGroupEgress' && N[k].Properties.CidrIp?.Ref === 'LegacyCidr').join() === 'PaymentWorkerToLegacy');
+
+	// alarms: every source queue, every DLQ, payflow's gauges as published, tasks, the load balancer
+	const A = Object.values(alarms.Resources).filter((x) => x.Type === 'AWS::CloudWatch::Alarm');
+	const onQueue = (metric, param) => A.some((a) => a.Properties.MetricName === metric && a.Properties.Dimensions?.[0]?.Value?.Ref === param);
+	for (const q of ['PaymentRequests', 'PaymentCompleted', 'InvoiceRequests', 'OperationEvents'])
+		ok(`observability.yaml: ${q}: oldest-message age, backlog and DLQ alarms`, onQueue('ApproximateAgeOfOldestMessage', `${q}QueueName`) &&
+			onQueue('ApproximateNumberOfMessagesVisible', `${q}QueueName`) && onQueue('ApproximateNumberOfMessagesVisible', `${q}DeadLetterQueueName`));
+	const metricsTd = json.get('deploy/ecs/payflow-metrics.json');
+	const sql = metricsTd?.containerDefinitions?.[0]?.environment?.find((e) => e.name === 'METRICS_SQL')?.value || '';
+	const published = new Set([...sql.matchAll(/json_build_object\('Name', '(\w+)'/g)].map((m) => m[1]));
+	const gauges = A.filter((a) => a.Properties.Namespace === 'Payflow').map((a) => a.Properties.MetricName);
+	ok(`observability.yaml: the Payflow alarms read metrics the metrics task publishes (${gauges.join(', ')})`,
+		gauges.length > 0 && gauges.every((g) => published.has(g)), gauges.filter((g) => !published.has(g)).join(', '));
+	for (const g of ['OutboxOldestAgeSeconds', 'OutboxBacklog', 'DeadLettersOpen', 'WebhookFailuresOpen', 'OperationsOldestAgeSeconds'])
+		ok(`observability.yaml: an alarm on ${g}`, gauges.includes(g));
+	const belowDesired = A.filter((a) => (a.Properties.Metrics || []).some((m) => m.MetricStat?.Metric?.MetricName === 'DesiredTaskCount'))
+		.map((a) => a.Properties.Metrics[0].MetricStat.Metric.Dimensions[1].Value.Ref).sort();
+	ok('observability.yaml: a tasks-below-desired alarm per service', belowDesired.join() ===
+		svc.map(([k]) => `${k}Name`).sort().join(), belowDesired.join());
+	ok('observability.yaml: target and load balancer 5xx alarms', ['HTTPCode_Target_5XX_Count', 'HTTPCode_ELB_5XX_Count']
+		.every((m) => A.some((a) => a.Properties.MetricName === m)));
 }
 
 if (failures) {

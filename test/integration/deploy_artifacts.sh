@@ -4,13 +4,22 @@
 # declare; the queues are the destinations the extension emits; each task
 # definition gives the settings its program requires (config.c's table),
 # names no setting the C code does not read, keeps secrets in `secrets`,
-# and stops no sooner than its drain; IAM is per process and per queue
-# (deploy/check/check.mjs). Then the checker is shown to fail on broken
-# copies, the task definitions render, and — when a test cluster is up —
-# install.sql and the metrics publisher's SQL run against the extension.
+# and stops no sooner than its drain; IAM is per process and per queue;
+# the nested stacks get their parameters, services drain and scale on work
+# per task slot, alarms cover every queue and gauge (deploy/check/check.mjs).
+# Then the real tools: tasks.yaml is what deploy/check/tasks-to-cfn.mjs makes
+# of deploy/ecs/*.json, cfn-lint passes every template with no error and no
+# warning, cdk-nag's AwsSolutions rules leave no finding
+# (deploy/check/nag.mjs, through aws-cdk-lib's CfnInclude, offline), and each
+# task definition has the RegisterTaskDefinition shape of botocore's ECS
+# model (deploy/check/taskdef_shape.py). Each check is shown failing on a
+# broken copy; the task definitions render, the programs accept them and,
+# when a test cluster is up, install.sql and the metrics publisher's SQL
+# run against the extension.
 #
-# The npm package yaml (pinned by deploy/check/package-lock.json) is
-# installed once into a cache outside the tree, like test/emulator's.
+# The npm packages (yaml, aws-cdk-lib, cdk-nag, constructs, pinned by
+# deploy/check/package-lock.json) are installed once into a cache outside
+# the tree, like test/emulator's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -20,7 +29,7 @@ cache=${PAYFLOW_CACHE_DIR:-$REPO/.cache}/deploy-check
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# ---- the checker's one dependency
+# ---- the checkers' dependencies
 install_yaml() {
 	mkdir -p "$cache"
 	exec 9>"$cache/.install.lock"
@@ -48,6 +57,30 @@ else
 	PF_FAILURES=$((PF_FAILURES + 1))
 fi
 
+# ---- the real tools on the real tree
+tool_passes() {	# tool_passes NAME COMMAND...: ok when it exits 0, else its output
+	local name=$1
+	shift
+	if "$@" >"$work/tool.out" 2>&1; then
+		echo "ok - $name"
+	else
+		sed 's/^/    /' "$work/tool.out" | head -n 40
+		echo "not ok - $name"
+		PF_FAILURES=$((PF_FAILURES + 1))
+	fi
+}
+tool_passes "tasks.yaml is what tasks-to-cfn.mjs makes of deploy/ecs/*.json" node deploy/check/tasks-to-cfn.mjs "$REPO" --check
+echo "# $(cfn-lint --version)"
+# no error, no warning: cfn-lint exits 0 only then (a warning beside a resource is
+# waived there, in its Metadata, with the reason in a comment)
+tool_passes "cfn-lint: every template in deploy/aws, no error and no warning" cfn-lint deploy/aws/*.yaml
+started=$SECONDS
+tool_passes "cdk-nag AwsSolutions over every template (CfnInclude, offline): no finding left" node deploy/check/nag.mjs "$REPO"
+grep '^ok' "$work/tool.out" | sed 's/^/    /'
+echo "# cdk-nag took $((SECONDS - started)) s"
+tool_passes "every task definition has the RegisterTaskDefinition shape (botocore's ECS model)" \
+	python3 deploy/check/taskdef_shape.py deploy/ecs/*.json
+
 # ---- and fails on broken copies, each naming what broke
 # A copy of just what the checker reads.
 copy_tree() {
@@ -57,6 +90,8 @@ copy_tree() {
 	cp -r workers/src/. "$work/tree/workers/src/"
 	cp -r workers/include/. "$work/tree/workers/include/"
 	cp extension/sql/payflow.sql "$work/tree/extension/sql/"
+	mkdir -p "$work/tree/extension/sql/flavour-sql"
+	cp extension/sql/flavour-sql/helpers.sql "$work/tree/extension/sql/flavour-sql/"
 }
 # broken NAME EXPECTED-FAILURE-PATTERN EDIT-COMMAND...: the edit, made in the
 # copy, must make the checker fail with a "not ok" line matching the pattern.
@@ -115,12 +150,89 @@ broken "DLQ without SSE" "invoice-requests: SSE" \
 	sed -i '/InvoiceRequestsDeadLetterQueue:/,/RedriveAllowPolicy/s/SqsManagedSseEnabled: true/SqsManagedSseEnabled: false/' deploy/aws/queues.yaml
 broken "a typo in a Fn::GetAtt" "every Ref, Fn::GetAtt" \
 	sed -i 's/Fn::GetAtt: \[PaymentRequestsDeadLetterQueue, Arn\]/Fn::GetAtt: [PaymentRequestDeadLetterQueue, Arn]/' deploy/aws/queues.yaml
-broken "worker role widened to every queue" "payment worker consumes payment-requests only" \
-	sed -i '/PaymentWorkerTaskRole:/,/ReadRequests/s/PaymentRequestsQueueArn/*/' deploy/aws/iam.yaml
-broken "a secret the execution role may not read" "the execution role may read every secret named" \
-	sed -i '/ReadPayflowSecrets/,/DecryptPayflowSecrets/{/Ref: LegacyOdbcSecretArn/d}' deploy/aws/iam.yaml
+broken "worker role widened to another queue" "payment worker consumes payment-requests only" \
+	sed -i '/PaymentWorkerTaskRole:/,/ReadRequests/s/Ref: PaymentRequestsQueueArn/Ref: InvoiceRequestsQueueArn/' deploy/aws/iam.yaml
+broken "a secret the execution role may not read" "payflow-worker-payment.json: its execution role reads exactly the secrets it names" \
+	sed -i '/PaymentWorkerExecutionRole:/,/DecryptItsSecrets/{/Ref: LegacyOdbcSecretArn/d}' deploy/aws/iam.yaml
+broken "the webhook's execution role may read the ODBC string" "webhook worker's execution role reads its own database URL and nothing else" \
+	sed -i '/WebhookWorkerExecutionRole:/,/DecryptItsSecrets/s/- Ref: DatabaseUrlWebhookSecretArn/- Ref: DatabaseUrlWebhookSecretArn\n                  - Ref: LegacyOdbcSecretArn/' deploy/aws/iam.yaml
+broken "two services share an execution role" "an execution role of its own" \
+	jedit deploy/ecs/payflow-worker-invoice.json "t.executionRoleArn=t.executionRoleArn.replace('-invoice-exec','-webhook-exec')"
+broken "a role name without the region" "carrying the region" \
+	jedit deploy/ecs/payflow-relay.json "t.taskRoleArn=t.taskRoleArn.replace('\${Region}-','')"
+broken "libpq not verifying the server" "PGSSLMODE=verify-full" \
+	jedit deploy/ecs/payflow-api.json "$c0.environment.find(e=>e.name==='PGSSLMODE').value='require'"
+broken "a DLQ without the TLS-only policy" "every queue and DLQ denies calls without TLS" \
+	sed -i '/QueuesTlsOnlyPolicy:/,/PolicyDocument/{/Ref: OperationEventsDeadLetterQueue/d}' deploy/aws/queues.yaml
+broken "a queue deleted with the stack" "DeletionPolicy and UpdateReplacePolicy Retain" \
+	sed -i '0,/    DeletionPolicy: Retain/{//d}' deploy/aws/queues.yaml
+broken "payload expiry below retention_failed + lifetime" "PayloadExpirationDays >=" \
+	sed -i 's/^    MinValue: 32$/    MinValue: 30/' deploy/aws/queues.yaml
+broken "a worker scaling on visible messages only" "payment worker scales on (visible + in flight)" \
+	sed -i '/PaymentWorkerScalingOnWorkPerSlot:/,/ScalableTarget:/s/(visible + inflight)/(visible)/' deploy/aws/services.yaml
+broken "a deployment that stops old tasks first" "PaymentWorkerService starts new tasks before stopping old ones" \
+	sed -i '/PaymentWorkerService:/,/DeploymentCircuitBreaker/s/MinimumHealthyPercent: 100/MinimumHealthyPercent: 0/' deploy/aws/services.yaml
+broken "/metrics reachable through the load balancer" "/metrics answers 404 at the load balancer" \
+	sed -i 's|Values: \[/metrics, /metrics/\*\]|Values: [/metric]|' deploy/aws/services.yaml
+broken "the webhook worker reaching port 22" "the webhook worker may reach 443 and the database only" \
+	python3 -c 'import sys; p = "deploy/aws/network.yaml"; s = open(p).read(); open(p, "w").write(s.replace(
+		"  WebhookWorkerToDatabase:", "  WebhookWorkerToSsh:\n    Type: AWS::EC2::SecurityGroupEgress\n    Properties:\n      GroupId:\n"
+		"        Fn::GetAtt: [WebhookWorkerSecurityGroup, GroupId]\n      IpProtocol: tcp\n      FromPort: 22\n      ToPort: 22\n"
+		"      CidrIp: 10.0.0.0/8\n  WebhookWorkerToDatabase:"))'
+broken "an alarm on a metric nobody publishes" "read metrics the metrics task publishes" \
+	sed -i 's/MetricName: WebhookFailuresOpen/MetricName: WebhookFailuresOpened/' deploy/aws/observability.yaml
+broken "a nested stack missing a parameter" "IamStack gets every parameter its template requires" \
+	sed -i '/^  IamStack:/,/^  TasksStack:/{/^        LegacyOdbcSecretArn:/,+2d}' deploy/aws/payflow.yaml
+broken "a parameter without a constraint naming it" "ConstraintDescription starts with its name" \
+	sed -i 's/ConstraintDescription: "LegacyCidr: /ConstraintDescription: "/' deploy/aws/network.yaml
 broken "the config table drops a setting" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
 	sed -i '/{"PAYFLOW_RELAY_IN_FLIGHT"/d' workers/src/lib/config.c
+
+# ---- the real tools fail on broken copies too
+# broken_tool NAME EXPECTED-OUTPUT-PATTERN CHECK-COMMAND -- EDIT-COMMAND...: the check
+# command, run in the copy after the edit, must fail with output matching the pattern.
+broken_tool() {
+	local name=$1 pattern=$2
+	shift 2
+	local -a check=()
+	while [ "$1" != -- ]; do check+=("$1"); shift; done
+	shift
+	copy_tree
+	(cd "$work/tree" && "$@")
+	if (cd "$work/tree" && "${check[@]}") >"$work/broken.out" 2>&1; then
+		echo "not ok - broken copy ($name): ${check[0]} passed"
+		PF_FAILURES=$((PF_FAILURES + 1))
+	elif grep -- "$pattern" "$work/broken.out" >"$work/match.out"; then
+		echo "ok - broken copy ($name) fails: $(head -n 1 "$work/match.out" | sed 's/^ *//' | head -c 150)"
+	else
+		sed 's/^/    /' "$work/broken.out" | head -n 20
+		echo "not ok - broken copy ($name): failed, but not on '$pattern'"
+		PF_FAILURES=$((PF_FAILURES + 1))
+	fi
+}
+broken_tool "a task definition edited, tasks.yaml not regenerated" "tasks.yaml is what deploy/check/tasks-to-cfn.mjs makes" \
+	node "$REPO/deploy/check/tasks-to-cfn.mjs" . --check -- \
+	jedit deploy/ecs/payflow-relay.json "$c0.stopTimeout=50"
+broken_tool "cfn-lint: a Fargate task of 3 GiB on 0.25 vCPU" "E3047\|E30" cfn-lint deploy/aws/tasks.yaml -- \
+	sed -i '0,/      Memory: "512"/s//      Memory: "3072"/' deploy/aws/tasks.yaml
+broken_tool "cfn-lint: a warning (an unused parameter)" "W2001" cfn-lint deploy/aws/network.yaml -- \
+	sed -i 's/^Parameters:$/Parameters:\n  Unused:\n    Type: String\n    Default: x/' deploy/aws/network.yaml
+broken_tool "cdk-nag: a suppression removed (wildcard object access)" "AwsSolutions-IAM5" \
+	node "$REPO/deploy/check/nag.mjs" . iam.yaml -- \
+	sed -i '/^  ApiTaskRole:/,/^    Properties:/{/^    Metadata:/,/^    Properties:/{/^    Properties:/!d}}' deploy/aws/iam.yaml
+broken_tool "cdk-nag: a queue accepting plain HTTP" "AwsSolutions-SQS4" node "$REPO/deploy/check/nag.mjs" . queues.yaml -- \
+	sed -i '/QueuesTlsOnlyPolicy:/,/PayloadBucket:/{/aws:SecureTransport/d;/Bool:/d;/Condition:/d}' deploy/aws/queues.yaml
+broken_tool "cdk-nag: a suppression without a reason" "without a reason" node "$REPO/deploy/check/nag.mjs" . queues.yaml -- \
+	sed -i '/id: AwsSolutions-S1/,/deletes by the lifecycle/{/reason:/,/deletes by the lifecycle/d}' deploy/aws/queues.yaml
+broken_tool "RegisterTaskDefinition: a misspelt member" 'Unknown parameter in containerDefinitions\[0\]: "stopTimout"' \
+	python3 "$REPO/deploy/check/taskdef_shape.py" deploy/ecs/payflow-api.json -- \
+	jedit deploy/ecs/payflow-api.json "$c0.stopTimout=$c0.stopTimeout;delete $c0.stopTimeout"
+broken_tool "RegisterTaskDefinition: a value outside an enum" "networkMode: 'bridged' is not one of" \
+	python3 "$REPO/deploy/check/taskdef_shape.py" deploy/ecs/payflow-relay.json -- \
+	jedit deploy/ecs/payflow-relay.json "t.networkMode='bridged'"
+broken_tool "RegisterTaskDefinition: a number as a string" "Invalid type for parameter containerDefinitions\[0\].stopTimeout" \
+	python3 "$REPO/deploy/check/taskdef_shape.py" deploy/ecs/payflow-worker-payment.json -- \
+	jedit deploy/ecs/payflow-worker-payment.json "$c0.stopTimeout='120'"
 
 # ---- the task definitions render (deploy/ecs/render.sh) into valid JSON with nothing left over
 export AccountId=123456789012 Region=eu-west-1 Environment=prod ImageTag=1.0.0
@@ -130,7 +242,8 @@ for o in PaymentRequests PaymentCompleted InvoiceRequests OperationEvents; do
 done
 export PayloadBucketName=payflow-prod-payloads-123456789012-eu-west-1 InvoiceUrl=https://invoices.example/v1/invoices
 export LegacySubmit="{CALL pay.submit(:idempotency_key, :details.amount, \"x\\y\")}" LegacyStatus="{CALL pay.status(:legacy_ref)}" LegacyLookup=
-for s in DatabaseUrlEdge DatabaseUrlApi DatabaseUrlMonitor LegacyOdbc; do
+for s in DatabaseUrlRelay DatabaseUrlPayment DatabaseUrlPostprocess DatabaseUrlInvoice DatabaseUrlWebhook DatabaseUrlApi \
+	DatabaseUrlMonitor LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
 	export ${s}SecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:payflow/prod/$s-AbCdEf"
 done
 rendered_ok=1
@@ -241,8 +354,8 @@ if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 		const want = ["OutboxOldestAgeSeconds", "DeadLettersOpen", "FailureRateLastHour"];
 		process.exit(m.Namespace === "Payflow" && l.Environment === "prod" && Number.isInteger(l._aws.Timestamp) &&
 			want.every((n) => names.includes(n)) && names.every((n) => typeof l[n] === "number") ? 0 : 1);' "$emf"
-	pf_eq "install.sql stops PostgreSQL from logging the api and edge roles' bind parameters" \
-		"payflow_api|2 payflow_edge|2" \
+	pf_eq "install.sql stops PostgreSQL from logging the bind parameters of the api's and every edge program's login" \
+		"payflow_api|2 payflow_edge_invoice|2 payflow_edge_payment|2 payflow_edge_postprocess|2 payflow_edge_relay|2 payflow_edge_webhook|2 payflow_edge|2" \
 		"$(psql -XAtq -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'BEGIN' -f deploy/sql/install.sql \
 			-c "SELECT r.rolname || '|' || count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole,
 					   unnest(s.setconfig) c

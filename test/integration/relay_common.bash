@@ -18,7 +18,7 @@ relay_pids=()
 q() { pf_psql -Atq "$@"; }
 
 relay_init() {
-	make -s -C workers >/dev/null
+	make -s -C workers bin/payflow-relay >/dev/null
 	run=$1$(date +%s)$$
 	work=$(mktemp -d "/tmp/payflow-$run.XXXXXX")
 	export PAYFLOW_EMULATOR_PORT=${PAYFLOW_RELAY_TEST_PORT:-$2}

@@ -47,6 +47,16 @@ scalar(pf_pg *pg, const char *sql, int n, const char *const *values, pf_error *e
 	return out;
 }
 
+/* How many times the statements under test ran so far. */
+static char *
+runs(pf_pg *admin)
+{
+	pf_error	err;
+
+	return scalar(admin, "SELECT CASE WHEN is_called THEN last_value ELSE 0 END::text FROM pg_smoke_runs", 0, NULL,
+				  &err);
+}
+
 static int
 wait_notifications(pf_pg *pg, int timeout_ms)
 {
@@ -148,16 +158,81 @@ main(void)
 		CHECK(strcmp(err.code, "22P02") == 0);
 	}
 
-	/* 57014 (statement_timeout) is retried, then reported as transient */
+	/*
+	 * Each statement's kind decides whether it runs again (pg.h). A sequence
+	 * counts the runs: nextval is not rolled back with the statement.
+	 */
+	CHECK(pf_pg_exec(admin, "DROP SEQUENCE IF EXISTS pg_smoke_runs", 0, NULL, NULL, &err) == PF_OK);
+	CHECK(pf_pg_exec(admin, "CREATE SEQUENCE pg_smoke_runs", 0, NULL, NULL, &err) == PF_OK);
+	/* odd runs lose their connection mid-statement, as a crash between commit and answer would */
+	CHECK(pf_pg_exec(admin,
+					 "CREATE OR REPLACE FUNCTION pg_smoke_lose_odd_runs() RETURNS bigint LANGUAGE plpgsql AS $$ "
+					 "DECLARE n bigint := nextval('pg_smoke_runs'); BEGIN "
+					 "IF n % 2 = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(10); END IF; "
+					 "RETURN n; END $$", 0, NULL, NULL, &err) == PF_OK);
+
+	/* 57014 (statement_timeout) is reported as transient at once, never run again */
 	hasty = pf_pg_create(url, &short_opts);
 	{
-		int64_t		t0 = pf_now_ms();
+		char	   *before = runs(admin);
+		char	   *after;
 
-		CHECK(pf_pg_exec(hasty, "SELECT pg_sleep(1)", 0, NULL, NULL, &err) == PF_ERR_TRANSIENT);
+		CHECK(pf_pg_exec(hasty, "SELECT nextval('pg_smoke_runs'), pg_sleep(1)", 0, NULL, NULL, &err) ==
+			  PF_ERR_TRANSIENT);
 		CHECK(strcmp(err.code, "57014") == 0);
-		CHECK(pf_now_ms() - t0 < 2000);
+		after = runs(admin);
+		CHECK(before && after && atol(after) == atol(before) + 1);
+		free(before);
+		free(after);
 	}
 	pf_pg_destroy(hasty);
+	CHECK(pf_pg_exec(admin, "SELECT setval('pg_smoke_runs', 2)", 0, NULL, NULL, &err) == PF_OK);
+
+	/* lost in flight, idempotent: run again on a new connection (run 3 is lost, run 4 answers) */
+	{
+		char	   *n = NULL;
+		PGresult   *res;
+
+		if (CHECK(pf_pg_run(pg, PF_PG_IDEMPOTENT, "SELECT pg_smoke_lose_odd_runs()", 0, NULL, NULL, NULL, 0, &res,
+							&err) == PF_OK))
+		{
+			n = strdup(PQgetvalue(res, 0, 0));
+			PQclear(res);
+		}
+		CHECK(n != NULL && strcmp(n, "4") == 0);
+		free(n);
+	}
+	/* lost in flight, once: not run again (run 5 only), and the caller is told the outcome is unknown */
+	{
+		unsigned long generation = pf_pg_generation(pg);
+		char	   *n;
+
+		CHECK(pf_pg_run(pg, PF_PG_ONCE, "SELECT pg_smoke_lose_odd_runs()", 0, NULL, NULL, NULL, 0, NULL, &err) ==
+			  PF_ERR_TRANSIENT);
+		CHECK(strcmp(err.code, "08007") == 0 && strstr(err.message, "may or may not") != NULL);
+		n = runs(admin);
+		CHECK(n != NULL && strcmp(n, "5") == 0);
+		free(n);
+		/* a once statement runs on a new connection when the old one died before it was sent */
+		CHECK(pf_pg_run(pg, PF_PG_ONCE, "SELECT nextval('pg_smoke_runs')", 0, NULL, NULL, NULL, 0, NULL, &err) ==
+			  PF_OK);
+		CHECK(pf_pg_generation(pg) == generation + 1);
+		pid = scalar(pg, "SELECT pg_backend_pid()::text", 0, NULL, &err);
+		{
+			const char *kv[1] = {pid};
+
+			CHECK(pf_pg_exec(admin, "SELECT pg_terminate_backend($1::int, 5000)", 1, kv, NULL, &err) == PF_OK);
+		}
+		free(pid);
+		CHECK(pf_pg_run(pg, PF_PG_ONCE, "SELECT nextval('pg_smoke_runs')", 0, NULL, NULL, NULL, 0, NULL, &err) ==
+			  PF_OK);
+		CHECK(pf_pg_generation(pg) == generation + 2);
+		n = runs(admin);
+		CHECK(n != NULL && strcmp(n, "7") == 0);
+		free(n);
+	}
+	CHECK(pf_pg_exec(admin, "DROP FUNCTION pg_smoke_lose_odd_runs()", 0, NULL, NULL, &err) == PF_OK);
+	CHECK(pf_pg_exec(admin, "DROP SEQUENCE pg_smoke_runs", 0, NULL, NULL, &err) == PF_OK);
 
 	/* LISTEN survives a lost connection */
 	CHECK(pf_pg_listen(pg, "payflow_smoke", &err) == PF_OK);

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "payflow/aws_client.h"
 #include "payflow/aws_credentials.h"
 #include "payflow/backoff.h"
+#include "payflow/digest.h"
 #include "payflow/http.h"
 #include "payflow/log.h"
 #include "payflow/pg.h"
@@ -28,6 +30,9 @@
 
 static int	server_port;
 static pid_t server_pid;
+/* the server writes a byte here for each /creds-held refresh it holds */
+static int	held_notify[2];
+static int	held_requests;
 
 static void
 reply(int fd, int status, const char *body)
@@ -41,9 +46,32 @@ reply(int fd, int status, const char *body)
 		return;
 }
 
+/* Container credentials AKID<n>, expiring in lifetime seconds; 401 without the token. */
+static void
+creds_reply(int fd, const char *req, int n, int lifetime)
+{
+	char		body[512];
+	char		exp[32];
+	time_t		t = time(NULL) + lifetime;
+	struct tm	tm;
+
+	if (strstr(req, "Authorization: tok-123\r\n") == NULL)
+	{
+		reply(fd, 401, "{\"message\":\"no token\"}");
+		return;
+	}
+	gmtime_r(&t, &tm);
+	strftime(exp, sizeof(exp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(body, sizeof(body),
+			 "{\"AccessKeyId\":\"AKID%d\",\"SecretAccessKey\":\"secret-%d-abcdef\","
+			 "\"Token\":\"token-%d-abcdef\",\"Expiration\":\"%s\"}", n, n, n, exp);
+	reply(fd, 200, body);
+}
+
 /*
- * One request per connection. /slow and /hang are served by a child each so
- * that they overlap; the rest in the server process, which counts them.
+ * One request per connection. /slow, /hang and held /creds-held refreshes
+ * are served by a child each so that they overlap; the rest in the server
+ * process, which counts them.
  */
 static void
 serve(int lfd)
@@ -64,6 +92,20 @@ serve(int lfd)
 			close(fd);
 			continue;
 		}
+		if (strncmp(req, "GET /creds-held", 15) == 0 && held_requests++ > 0)
+		{
+			/* every refresh after the first: announced, then answered 3 s late */
+			if (write(held_notify[1], "r", 1) != 1)
+				abort();
+			if (fork() == 0)
+			{
+				usleep(3000000);
+				creds_reply(fd, req, 1000 + held_requests, 3600);
+				_exit(0);
+			}
+			close(fd);
+			continue;
+		}
 		if (strncmp(req, "GET /slow", 9) == 0 || strncmp(req, "GET /hang", 9) == 0)
 		{
 			if (fork() == 0)
@@ -76,26 +118,30 @@ serve(int lfd)
 			continue;
 		}
 		served++;
-		if (strncmp(req, "GET /creds", 10) == 0)
+		if (strncmp(req, "POST /sqs/", 10) == 0)
 		{
-			char		body[512];
-			char		exp[32];
-			time_t		t = time(NULL) + (strstr(req, "/creds-soon") ? 100 : 3600);
-			struct tm	tm;
+			/* a receive whose first body holds U+0000, with the MD5 of its real bytes */
+			unsigned char digest[PF_MD5_LEN];
+			char		nul_md5[2 * PF_MD5_LEN + 1];
+			char		plain_md5[2 * PF_MD5_LEN + 1];
+			char		body[1024];
 
-			if (strstr(req, "Authorization: tok-123\r\n") == NULL)
-			{
-				reply(fd, 401, "{\"message\":\"no token\"}");
-				close(fd);
-				continue;
-			}
-			gmtime_r(&t, &tm);
-			strftime(exp, sizeof(exp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+			pf_md5("ab\0cd", 5, digest);
+			pf_hex_encode(digest, sizeof(digest), nul_md5);
+			pf_md5("hello", 5, digest);
+			pf_hex_encode(digest, sizeof(digest), plain_md5);
 			snprintf(body, sizeof(body),
-					 "{\"AccessKeyId\":\"AKID%d\",\"SecretAccessKey\":\"secret-%d-abcdef\","
-					 "\"Token\":\"token-%d-abcdef\",\"Expiration\":\"%s\"}", served, served, served, exp);
+					 "{\"Messages\":["
+					 "{\"MessageId\":\"m-nul\",\"ReceiptHandle\":\"r1\",\"MD5OfBody\":\"%s\",\"Body\":\"ab\\u0000cd\","
+					 "\"Attributes\":{\"ApproximateReceiveCount\":\"1\"}},"
+					 "{\"MessageId\":\"m-plain\",\"ReceiptHandle\":\"r2\",\"MD5OfBody\":\"%s\",\"Body\":\"hello\"},"
+					 "{\"MessageId\":\"m-bad\",\"ReceiptHandle\":\"r3\",\"MD5OfBody\":\"%s\",\"Body\":\"hellp\"}]}",
+					 nul_md5, plain_md5, plain_md5);
 			reply(fd, 200, body);
 		}
+		else if (strncmp(req, "GET /creds", 10) == 0)
+			creds_reply(fd, req, served, strstr(req, "/creds-held") ? PF_CREDENTIALS_REFRESH_MARGIN + 1 :
+						strstr(req, "/creds-soon") ? PF_CREDENTIALS_REFRESH_MARGIN + 2 : 3600);
 		else
 			reply(fd, 404, "{}");
 		close(fd);
@@ -208,6 +254,23 @@ test_http_concurrency(void)
 	pf_http_destroy(http);
 }
 
+/* Poll without waiting until the access key differs from before (the refresher took over); false after 15 s. */
+static bool
+key_changes(pf_aws_credentials_provider *p, const char *before)
+{
+	const pf_aws_credentials *c;
+	pf_error	err;
+	int64_t		deadline = pf_now_ms() + 15000;
+
+	while (pf_now_ms() < deadline)
+	{
+		if (pf_aws_credentials_get(p, false, &c, &err) == PF_OK && strcmp(c->access_key_id, before) != 0)
+			return true;
+		pf_sleep_ms(50);
+	}
+	return false;
+}
+
 static void
 test_container_credentials(void)
 {
@@ -228,12 +291,15 @@ test_container_credentials(void)
 	p = pf_aws_credentials_provider_create(&cfg, &err);
 	if (CHECK(p != NULL))
 	{
-		/* credentials that expire within the refresh margin are fetched again */
-		CHECK(pf_aws_credentials_get(p, &c, &err) == PF_OK);
+		/* the first call may wait for the first fetch */
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
 		snprintf(first, sizeof(first), "%s", c->access_key_id);
 		CHECK(strncmp(first, "AKID", 4) == 0 && c->session_token && c->expiration > time(NULL));
-		CHECK(pf_aws_credentials_get(p, &c, &err) == PF_OK);
-		CHECK(strcmp(c->access_key_id, first) != 0);
+		/* valid: handed out at once, however soon they are due */
+		CHECK(pf_aws_credentials_get(p, false, &c, &err) == PF_OK);
+		CHECK(strcmp(c->access_key_id, first) == 0);
+		/* they expire within the refresh margin: the refresher fetches new ones by itself */
+		CHECK(key_changes(p, first));
 		pf_aws_credentials_provider_destroy(p);
 	}
 
@@ -243,25 +309,30 @@ test_container_credentials(void)
 	p = pf_aws_credentials_provider_create(&cfg, &err);
 	if (CHECK(p != NULL))
 	{
+		/* nothing fetched yet and no waiting: pending, or already there */
+		pf_result	r = pf_aws_credentials_get(p, false, &c, &err);
+
+		CHECK(r == PF_OK || (r == PF_ERR_TRANSIENT && strcmp(err.code, "CredentialsPending") == 0));
 		/* an hour ahead: cached */
-		CHECK(pf_aws_credentials_get(p, &c, &err) == PF_OK);
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
 		snprintf(first, sizeof(first), "%s", c->access_key_id);
-		CHECK(pf_aws_credentials_get(p, &c, &err) == PF_OK);
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
 		CHECK(strcmp(c->access_key_id, first) == 0);
 		/* AWS said the token expired: fetched anew */
 		pf_aws_credentials_invalidate(p);
-		CHECK(pf_aws_credentials_get(p, &c, &err) == PF_OK);
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
 		CHECK(strcmp(c->access_key_id, first) != 0);
 		pf_aws_credentials_provider_destroy(p);
 	}
 
-	/* a wrong token is refused and reported */
+	/* a wrong token is refused and reported, waiting or not */
 	cfg.aws_container_authorization_token = "wrong-token";
 	p = pf_aws_credentials_provider_create(&cfg, &err);
 	if (CHECK(p != NULL))
 	{
-		CHECK(pf_aws_credentials_get(p, &c, &err) != PF_OK);
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_ERR_FINAL);
 		CHECK(strstr(err.message, "401") != NULL);
+		CHECK(pf_aws_credentials_get(p, false, &c, &err) == PF_ERR_FINAL);
 		pf_aws_credentials_provider_destroy(p);
 	}
 
@@ -279,10 +350,124 @@ test_container_credentials(void)
 	cfg.aws_secret_access_key = "secret-env-abcdef";
 	cfg.aws_session_token = "session-env-abcdef";
 	p = pf_aws_credentials_provider_create(&cfg, &err);
-	CHECK(p && pf_aws_credentials_get(p, &c, &err) == PF_OK && strcmp(c->access_key_id, "AKIDENV") == 0 &&
+	CHECK(p && pf_aws_credentials_get(p, false, &c, &err) == PF_OK && strcmp(c->access_key_id, "AKIDENV") == 0 &&
 		  strcmp(c->session_token, "session-env-abcdef") == 0 && c->expiration == 0);
 	pf_aws_credentials_provider_destroy(p);
 	unlink(token_file);
+}
+
+/*
+ * A slow endpoint never holds a caller up while the cached credentials are
+ * valid. The server answers the first fetch at once with credentials due
+ * for refresh a second later, and holds that refresh 3 s. A caller that
+ * keeps asking, as the relay's and the worker's loops do, gets the cached
+ * key at once every time, also while the refresh is held (before, the call
+ * that found them due waited for the refresh and came back with the new
+ * key); the new key is taken up once the refresh answers.
+ */
+static void
+test_credentials_slow_endpoint(void)
+{
+	pf_config	cfg;
+	pf_error	err;
+	pf_aws_credentials_provider *p;
+	const pf_aws_credentials *c;
+	struct pollfd held = {held_notify[0], POLLIN, 0};
+	char		first[32];
+	char		byte;
+	bool		cached = true;
+	bool		was_held = false;
+	int64_t		t0;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.aws_container_credentials_full_uri = url("/creds-held");
+	cfg.aws_container_authorization_token = "tok-123";
+	p = pf_aws_credentials_provider_create(&cfg, &err);
+	if (!CHECK(p != NULL))
+		return;
+	CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
+	snprintf(first, sizeof(first), "%s", c->access_key_id);
+	for (t0 = pf_now_ms(); pf_now_ms() - t0 < 10000 && cached && !was_held; pf_sleep_ms(20))
+	{
+		cached = pf_aws_credentials_get(p, false, &c, &err) == PF_OK && strcmp(c->access_key_id, first) == 0;
+		was_held = poll(&held, 1, 0) == 1 && read(held_notify[0], &byte, 1) == 1;
+	}
+	CHECK(cached);
+	if (CHECK(was_held))
+	{
+		/* the refresh is held now: still the cached key, at once, waiting or not */
+		CHECK(pf_aws_credentials_get(p, false, &c, &err) == PF_OK);
+		CHECK_STR(c->access_key_id, first);
+		CHECK(pf_aws_credentials_get(p, true, &c, &err) == PF_OK);
+		CHECK_STR(c->access_key_id, first);
+		CHECK(key_changes(p, first));
+	}
+	pf_aws_credentials_provider_destroy(p);
+
+	/* a provider destroyed while its fetch is held does not wait for the answer */
+	p = pf_aws_credentials_provider_create(&cfg, &err);
+	if (CHECK(p != NULL))
+	{
+		if (CHECK(poll(&held, 1, 10000) == 1 && read(held_notify[0], &byte, 1) == 1))
+		{
+			t0 = pf_now_ms();
+			pf_aws_credentials_provider_destroy(p);
+			CHECK(pf_now_ms() - t0 < 2000);
+		}
+		else
+			pf_aws_credentials_provider_destroy(p);
+	}
+}
+
+/* Settings with environment credentials, for clients that need no endpoint. */
+static void
+test_aws_config(pf_config *cfg, int max_attempts)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->aws_access_key_id = "AKIDTEST";
+	cfg->aws_secret_access_key = "secret-test-abcdef";
+	cfg->aws_region = "us-east-1";
+	cfg->aws_max_attempts = max_attempts;
+}
+
+/*
+ * A body holding U+0000 (SQS refuses one at SendMessage, SNS raw delivery
+ * passes it on) is received whole, measured by its real length and checked
+ * against its MD5; it spoils neither the answer nor the other messages.
+ */
+static void
+test_sqs_receive_nul(void)
+{
+	pf_config	cfg;
+	pf_error	err;
+	pf_aws_credentials_provider *creds;
+	pf_aws_client *aws;
+	pf_sqs	   *sqs;
+	pf_sqs_receive_options opts = {10, 0, -1};
+	pf_sqs_messages msgs;
+
+	test_aws_config(&cfg, 1);
+	cfg.aws_endpoint_url_sqs = url("/sqs");
+	creds = pf_aws_credentials_provider_create(&cfg, &err);
+	aws = pf_aws_client_create(&cfg, creds);
+	sqs = pf_sqs_create(aws, &cfg);
+	if (CHECK(pf_sqs_receive_message(sqs, "http://127.0.0.1/000000000000/q", &opts, &msgs, &err) == PF_OK))
+	{
+		/* the third one's body does not match its MD5: skipped */
+		if (CHECK(msgs.n == 2))
+		{
+			CHECK_STR(msgs.items[0].message_id, "m-nul");
+			CHECK(msgs.items[0].body_len == 5 && memcmp(msgs.items[0].body, "ab\0cd", 6) == 0);
+			CHECK_STR(msgs.items[1].message_id, "m-plain");
+			CHECK(msgs.items[1].body_len == 5 && strcmp(msgs.items[1].body, "hello") == 0);
+		}
+		pf_sqs_messages_free(&msgs);
+	}
+	else
+		fprintf(stderr, "  receive: %s %s\n", err.code, err.message);
+	pf_sqs_destroy(sqs);
+	pf_aws_client_destroy(aws);
+	pf_aws_credentials_provider_destroy(creds);
 }
 
 static void
@@ -361,6 +546,21 @@ test_error_classification(void)
 	CHECK(!pf_pg_sqlstate_retryable("22023"));
 	CHECK(!pf_pg_sqlstate_retryable("23505"));
 	CHECK(!pf_pg_sqlstate_retryable("42883"));
+	CHECK(pf_pg_sqlstate_result("57014") == PF_ERR_TRANSIENT);
+	/* what runs again at once: rolled back and worth it, or lost after sending when idempotent */
+	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, "40001", false));
+	CHECK(pf_pg_run_again(PF_PG_ONCE, "40001", false));
+	CHECK(pf_pg_run_again(PF_PG_ONCE, "40P01", false));
+	CHECK(pf_pg_run_again(PF_PG_ONCE, "55P03", false));
+	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "57014", false));	/* it would time out again */
+	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57014", false));
+	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, "57P01", true));
+	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, NULL, true));
+	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57P01", true));	/* it may have committed */
+	CHECK(!pf_pg_run_again(PF_PG_ONCE, NULL, true));
+	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "23505", false));
+	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "PF004", false));
+	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, NULL, false));
 	CHECK(pf_pg_sqlstate_result("PF005") == PF_ERR_CHECKSUM);
 	CHECK(pf_pg_sqlstate_result("PF003") == PF_ERR_NOT_FOUND);
 	CHECK(pf_pg_sqlstate_result("PF002") == PF_ERR_FINAL);
@@ -414,11 +614,7 @@ test_aws_wait_extra_fd(void)
 	int64_t		t0;
 	pid_t		child;
 
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.aws_access_key_id = "AKIDTEST";
-	cfg.aws_secret_access_key = "secret-test-abcdef";
-	cfg.aws_region = "us-east-1";
-	cfg.aws_max_attempts = 2;
+	test_aws_config(&cfg, 2);
 	creds = pf_aws_credentials_provider_create(&cfg, &err);
 	aws = pf_aws_client_create(&cfg, creds);
 	if (!CHECK(pipe(fds) == 0))
@@ -452,9 +648,13 @@ main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	pf_log_init("test_clients", PF_LOG_ERROR);	/* the expected reconnect warnings */
+	if (pipe(held_notify) != 0)
+		abort();
 	start_server();
 	test_http_concurrency();
 	test_container_credentials();
+	test_credentials_slow_endpoint();
+	test_sqs_receive_nul();
 	stop_server();
 	test_credentials_parse();
 	test_error_classification();

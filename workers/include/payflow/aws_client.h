@@ -11,6 +11,9 @@
  *
  * Calls run concurrently on one curl multi handle: pf_aws_start() several,
  * then pf_aws_wait() for each. pf_aws_perform() runs one call to the end.
+ * A started call never waits for credentials (an attempt without valid ones
+ * fails as CredentialsPending and is retried like any transient failure); a
+ * performed one may, since its caller blocks anyway.
  */
 #ifndef PAYFLOW_AWS_CLIENT_H
 #define PAYFLOW_AWS_CLIENT_H
@@ -55,6 +58,7 @@ struct pf_aws_call
 	/* private */
 	int64_t		retry_at_ms;
 	bool		active;
+	bool		blocking;		/* pf_aws_perform waits for it: it may wait for credentials */
 	pf_aws_call *next;
 };
 

@@ -11,13 +11,17 @@
  *		  the agent rotates it). Plain http is allowed only to loopback and the
  *		  ECS/EKS agent addresses, as the AWS SDKs do.
  *
- * Endpoint credentials are cached and refreshed five minutes before their
- * Expiration; if a refresh fails while the cached ones are still valid they
- * stay in use. Every secret obtained is registered with the logger.
+ * Endpoint credentials are cached and refreshed by a thread of the provider
+ * five minutes before their Expiration (half-way through the lifetime of
+ * ones that live less than five minutes), so a slow or failing endpoint
+ * never holds up a call while the cached ones are valid; if a refresh fails
+ * they stay in use, and it is tried again every 15 s. Every secret obtained
+ * is registered with the logger.
  */
 #ifndef PAYFLOW_AWS_CREDENTIALS_H
 #define PAYFLOW_AWS_CREDENTIALS_H
 
+#include <stdbool.h>
 #include <time.h>
 
 #include "payflow/config.h"
@@ -41,10 +45,14 @@ pf_aws_credentials_provider *pf_aws_credentials_provider_create(const pf_config 
 void		pf_aws_credentials_provider_destroy(pf_aws_credentials_provider *p);
 
 /*
- * Current credentials, refreshed when due. The pointer stays valid until the
- * next call. Blocks for at most a few seconds on the endpoint.
+ * Current credentials. The pointer stays valid until the next call from the
+ * same thread (a provider has one owner thread). Never waits while the
+ * cached credentials are valid. When none are (before the first fetch, after
+ * expiry or pf_aws_credentials_invalidate), wait true waits for the next
+ * fetch to end (bounded by its time-outs, about 20 s); wait false returns at
+ * once with the last fetch's error, or PF_ERR_TRANSIENT "CredentialsPending".
  */
-pf_result	pf_aws_credentials_get(pf_aws_credentials_provider *p, const pf_aws_credentials **out,
+pf_result	pf_aws_credentials_get(pf_aws_credentials_provider *p, bool wait, const pf_aws_credentials **out,
 								   pf_error *err);
 
 /* AWS said the token expired (clock skew, early rotation): fetch anew next time. */

@@ -2,19 +2,32 @@
  * pg.h
  *		A libpq connection that reconnects by itself, and one way to run SQL:
  *		parameterised statements (PQexecParams, never SQL built from strings),
- *		retried when the failure is transient.
+ *		run again when that is safe.
  *
- * Retried: SQLSTATE class 40 (serialization failure, deadlock), 55P03 (lock
- * not available), 57014 (query canceled, e.g. statement_timeout), class 08
- * and any lost connection, 57P01..57P03 (admin/crash shutdown, cannot
- * connect now), 53300 (too many connections). Everything else is final and
- * handed back with its SQLSTATE and message: payflow's PF0xx domain errors,
- * class 22 (data exception) and 23 (integrity constraint), syntax and
- * permission errors.
+ * Every statement is run with a kind (pf_pg_run): what running it twice
+ * would do. The kind and the failure decide whether it runs again:
  *
- * A retried statement runs again from the start, so use this for single
- * autocommit statements that are idempotent, which every function of
- * payflow's SQL API is.
+ *	failure								PF_PG_IDEMPOTENT	PF_PG_ONCE
+ *	not connected, or the connection	reconnect, run		reconnect, run
+ *	  found dead before sending
+ *	class 40 (serialization failure,	run again			run again
+ *	  deadlock), 55P03 (lock not
+ *	  available): rolled back
+ *	connection lost after sending:		reconnect, run		returned at once:
+ *	  it may or may not have committed	  again				  PF_ERR_TRANSIENT, 08007
+ *	57014 (statement_timeout, cancel)	returned at once: PF_ERR_TRANSIENT
+ *	anything else						returned at once with its SQLSTATE
+ *
+ * 57014 is not run again here: a statement that ran into statement_timeout
+ * runs into it again, and an operator's cancel means stop. The caller's own
+ * schedule (the next heartbeat, the relay's back-off, the step's retry)
+ * tries later. Returned failures are PF_ERR_TRANSIENT for class 08, 40,
+ * 55P03, 57014, 57P01..57P03 and 53300; PF_ERR_CHECKSUM for PF005;
+ * PF_ERR_NOT_FOUND for PF003 and P0002; PF_ERR_FINAL for the rest (payflow's
+ * other PF0xx domain errors, class 22 and 23, syntax and permissions).
+ *
+ * Every function of payflow's SQL API that the edge processes call is
+ * idempotent except record_dead_letter (each call inserts a row).
  */
 #ifndef PAYFLOW_PG_H
 #define PAYFLOW_PG_H
@@ -46,29 +59,55 @@ void		pf_pg_destroy(pf_pg *pg);
 
 /*
  * Connect unless connected, retrying with back-off until it works or stop
- * is raised (then PF_ERR_TRANSIENT). Programs call this at start-up; the
- * exec functions reconnect on their own.
+ * is raised (then PF_ERR_TRANSIENT). Programs call this at start-up;
+ * pf_pg_run reconnects on its own.
  */
 pf_result	pf_pg_connect(pf_pg *pg, pf_error *err);
 /* The live connection, or NULL. */
 PGconn	   *pf_pg_conn(pf_pg *pg);
 /* Drop the connection (after a fork, or to test reconnects). */
 void		pf_pg_disconnect(pf_pg *pg);
+/*
+ * Counts the connections made so far (0: none yet). Whatever lives in a
+ * server session (prepared statements) belongs to one generation: backend
+ * PIDs do not tell sessions apart (a pooler, a restarted server in a fresh
+ * PID namespace, PID reuse).
+ */
+unsigned long pf_pg_generation(const pf_pg *pg);
+
+/* What running a statement twice would do (see the table above). */
+typedef enum pf_pg_kind
+{
+	PF_PG_IDEMPOTENT,			/* the same as once: run again when in doubt */
+	PF_PG_ONCE					/* twice (it inserts): never run again once sent */
+} pf_pg_kind;
 
 /*
- * Run a statement with text parameters (NULL values are SQL NULLs). On
+ * Run a statement with text parameters (NULL values are SQL NULLs), or with
+ * lengths and formats (1 = binary, e.g. bytea) and a result format. On
  * PF_OK *result (if result is not NULL) holds the PGresult: PQclear it.
  */
+pf_result	pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *const *values,
+					  const int *lengths, const int *formats, int result_format, PGresult **result,
+					  pf_error *err);
+
+/* pf_pg_run of an idempotent statement with text parameters. */
 pf_result	pf_pg_exec(pf_pg *pg, const char *sql, int nparams, const char *const *values,
 					   PGresult **result, pf_error *err);
 
-/* The same with lengths and formats (1 = binary, e.g. bytea) and a result format. */
+/* pf_pg_run of an idempotent statement. */
 pf_result	pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *values,
 							  const int *lengths, const int *formats, int result_format,
 							  PGresult **result, pf_error *err);
 
-/* Is a statement that failed with this SQLSTATE worth running again? */
+/* Is a failure with this SQLSTATE transient (worth trying again later)? */
 bool		pf_pg_sqlstate_retryable(const char *sqlstate);
+/*
+ * Does pf_pg_run run a statement of this kind again at once after it failed
+ * with sqlstate (NULL: no answer), lost_after_send telling whether the
+ * connection broke after the statement was sent?
+ */
+bool		pf_pg_run_again(pf_pg_kind kind, const char *sqlstate, bool lost_after_send);
 /* The pf_result a final SQLSTATE maps to (PF005 -> PF_ERR_CHECKSUM, ...). */
 pf_result	pf_pg_sqlstate_result(const char *sqlstate);
 

@@ -81,8 +81,8 @@ typedef struct pf_sqs_message
 {
 	char	   *message_id;
 	char	   *receipt_handle;
-	char	   *body;
-	size_t		body_len;
+	char	   *body;			/* NUL-terminated, and may hold U+0000 itself */
+	size_t		body_len;		/* its length in bytes: use this, not strlen */
 	int			receive_count;	/* ApproximateReceiveCount */
 	char	   *group_id;		/* FIFO only */
 	json_t	   *system_attributes;	/* "Attributes" as returned */

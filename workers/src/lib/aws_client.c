@@ -170,7 +170,7 @@ start_attempt(pf_aws_client *client, pf_aws_call *call)
 	pf_result	r;
 
 	pf_error_clear(&call->error);
-	r = pf_aws_credentials_get(client->credentials, &creds, &call->error);
+	r = pf_aws_credentials_get(client->credentials, call->blocking, &creds, &call->error);
 	if (r != PF_OK)
 	{
 		curl_url_cleanup(u);
@@ -464,6 +464,7 @@ pf_aws_pending(const pf_aws_client *client)
 pf_result
 pf_aws_perform(pf_aws_client *client, pf_aws_call *call)
 {
+	call->blocking = true;
 	if (!call->active)
 		pf_aws_start(client, call);
 	while (call->active)

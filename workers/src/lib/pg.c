@@ -1,9 +1,11 @@
 /*
  * pg.c
- *		Reconnecting libpq connection and retried parameterised statements.
+ *		Reconnecting libpq connection and parameterised statements, run again
+ *		when their kind and failure allow it (the table in pg.h).
  */
 #include "payflow/pg.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@ struct pf_pg
 	pf_pg_options opt;
 	char	   *application_name;
 	PGconn	   *conn;
+	unsigned long generation;	/* connections made */
 	int			connect_failures;	/* consecutive, for the back-off */
 	int			n_channels;
 	char	   *channels[MAX_CHANNELS];
@@ -72,6 +75,12 @@ pf_pg_conn(pf_pg *pg)
 	return pg->conn;
 }
 
+unsigned long
+pf_pg_generation(const pf_pg *pg)
+{
+	return pg->generation;
+}
+
 static bool
 stopping(const pf_pg *pg)
 {
@@ -91,6 +100,22 @@ pf_pg_sqlstate_retryable(const char *sqlstate)
 		strcmp(sqlstate, "57P02") == 0 ||	/* crash_shutdown */
 		strcmp(sqlstate, "57P03") == 0 ||	/* cannot_connect_now */
 		strcmp(sqlstate, "53300") == 0; /* too_many_connections */
+}
+
+/* Failures whose statement certainly did not take effect and may well work next time. */
+static bool
+rolled_back_and_worth_again(const char *sqlstate)
+{
+	return strncmp(sqlstate, "40", 2) == 0 ||	/* serialization failure, deadlock */
+		strcmp(sqlstate, "55P03") == 0; /* lock_not_available */
+}
+
+bool
+pf_pg_run_again(pf_pg_kind kind, const char *sqlstate, bool lost_after_send)
+{
+	if (lost_after_send)
+		return kind == PF_PG_IDEMPOTENT;
+	return sqlstate != NULL && strlen(sqlstate) == 5 && rolled_back_and_worth_again(sqlstate);
 }
 
 pf_result
@@ -175,7 +200,43 @@ connect_once(pf_pg *pg, pf_error *err)
 		pf_pg_disconnect(pg);
 		return PF_ERR_TRANSIENT;
 	}
+	pg->generation++;
 	return PF_OK;
+}
+
+/*
+ * Is the connection usable for the next statement? An idle connection the
+ * server closed (a restart, idle_session_timeout, pg_terminate_backend) is
+ * found out here, by reading what is already on the socket, before a
+ * statement is sent on it: then even a statement that must not run twice
+ * can be run on a new connection, since it never reached the old one.
+ */
+static bool
+alive(pf_pg *pg)
+{
+	if (pg->conn == NULL || PQstatus(pg->conn) != CONNECTION_OK)
+		return false;
+	if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
+		return true;
+	/* a few reads: the server's last words (FATAL: terminating ...) come before the end of the stream */
+	for (int i = 0; i < 4; i++)
+	{
+		struct pollfd p = {PQsocket(pg->conn), POLLIN, 0};
+
+		if (poll(&p, 1, 0) <= 0)
+			break;
+		if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
+		{
+			char		why[256];
+
+			snprintf(why, sizeof(why), "%s", PQerrorMessage(pg->conn));
+			why[strcspn(why, "\n")] = '\0';
+			pf_log_info(NULL, "the idle PostgreSQL connection was closed (%s); reconnecting", why);
+			pf_pg_disconnect(pg);
+			return false;
+		}
+	}
+	return true;
 }
 
 pf_result
@@ -199,8 +260,8 @@ pf_pg_connect(pf_pg *pg, pf_error *err)
 }
 
 pf_result
-pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *values, const int *lengths,
-				  const int *formats, int result_format, PGresult **result, pf_error *err)
+pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *const *values,
+		  const int *lengths, const int *formats, int result_format, PGresult **result, pf_error *err)
 {
 	pf_error	last;
 
@@ -212,12 +273,13 @@ pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *va
 		PGresult   *res;
 		ExecStatusType st;
 		const char *sqlstate;
+		bool		lost;
 
 		if (attempt > 0)
 			pf_sleep_ms(pf_backoff_ms(attempt - 1, pg->opt.backoff_base_ms, pg->opt.backoff_cap_ms));
 		if (stopping(pg))
 			break;
-		if (pg->conn == NULL || PQstatus(pg->conn) != CONNECTION_OK)
+		if (!alive(pg))
 		{
 			if (connect_once(pg, &last) != PF_OK)
 			{
@@ -250,21 +312,31 @@ pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *va
 		}
 		PQclear(res);			/* sqlstate points into res: use last.code below */
 
-		if (PQstatus(pg->conn) != CONNECTION_OK)
+		lost = PQstatus(pg->conn) != CONNECTION_OK;
+		if (lost)
 		{
-			/* lost mid-statement: it may or may not have run; it is idempotent */
 			pf_log_warn(NULL, "PostgreSQL connection lost: %s", last.message);
 			pf_pg_disconnect(pg);
-			continue;
 		}
-		if (!pf_pg_sqlstate_retryable(last.code))
+		if (!pf_pg_run_again(kind, last.code, lost))
 		{
-			last.result = pf_pg_sqlstate_result(last.code);
+			if (lost)
+			{
+				char		why[sizeof(last.message)];
+
+				/* it may have committed before the connection broke */
+				snprintf(why, sizeof(why), "%s", last.message);
+				pf_error_set(&last, PF_ERR_TRANSIENT, "08007",
+							 "the connection was lost while the statement ran (%s): it may or may not "
+							 "have taken effect, and it is not run again", why);
+			}
+			else
+				last.result = pf_pg_sqlstate_result(last.code);
 			if (err)
 				*err = last;
 			return last.result;
 		}
-		pf_log_debug(NULL, "statement failed with %s, retrying: %s", last.code, last.message);
+		pf_log_debug(NULL, "statement failed with %s, running it again: %s", last.code, last.message);
 	}
 	if (stopping(pg) && last.message[0] == '\0')
 		pf_error_set(&last, PF_ERR_TRANSIENT, "57P01", "shutting down");
@@ -275,10 +347,17 @@ pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *va
 }
 
 pf_result
+pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char *const *values, const int *lengths,
+				  const int *formats, int result_format, PGresult **result, pf_error *err)
+{
+	return pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, nparams, values, lengths, formats, result_format, result, err);
+}
+
+pf_result
 pf_pg_exec(pf_pg *pg, const char *sql, int nparams, const char *const *values, PGresult **result,
 		   pf_error *err)
 {
-	return pf_pg_exec_params(pg, sql, nparams, values, NULL, NULL, 0, result, err);
+	return pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, nparams, values, NULL, NULL, 0, result, err);
 }
 
 pf_result

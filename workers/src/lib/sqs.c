@@ -177,7 +177,12 @@ pf_sqs_finish(pf_aws_call *call, json_t **response, pf_error *err)
 		const char *text = pf_buf_str(&call->http.response);
 		json_error_t jerr;
 
-		*response = text[0] ? json_loads(text, 0, &jerr) : json_object();
+		/*
+		 * U+0000 is allowed: SQS refuses it at SendMessage, but a body can
+		 * still carry one (SNS raw delivery does not check), and one such
+		 * message must not make the whole answer unreadable.
+		 */
+		*response = text[0] ? json_loadb(text, call->http.response.len, JSON_ALLOW_NUL, &jerr) : json_object();
 		if (!json_is_object(*response))
 		{
 			json_decref(*response);
@@ -472,7 +477,10 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 		{
 			json_t	   *m = json_array_get(list, i);
 			pf_sqs_message *out = &messages->items[messages->n];
-			const char *body = string_or(m, "Body", "");
+			json_t	   *body_json = json_object_get(m, "Body");
+			const char *body = json_is_string(body_json) ? json_string_value(body_json) : "";
+			/* the body's real length: it may hold U+0000 */
+			size_t		body_len = json_is_string(body_json) ? json_string_length(body_json) : 0;
 			const char *md5 = json_string_value(json_object_get(m, "MD5OfBody"));
 			json_t	   *attrs = json_object_get(m, "Attributes");
 			const char *count = string_or(attrs, "ApproximateReceiveCount", "0");
@@ -482,7 +490,7 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 				unsigned char digest[PF_MD5_LEN];
 				char		hex[2 * PF_MD5_LEN + 1];
 
-				pf_md5(body, strlen(body), digest);
+				pf_md5(body, body_len, digest);
 				pf_hex_encode(digest, sizeof(digest), hex);
 				if (strcasecmp(hex, md5) != 0)
 				{
@@ -494,8 +502,8 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 			}
 			out->message_id = pf_strdup(string_or(m, "MessageId", ""));
 			out->receipt_handle = pf_strdup(string_or(m, "ReceiptHandle", ""));
-			out->body = pf_strdup(body);
-			out->body_len = strlen(body);
+			out->body = pf_strndup(body, body_len);
+			out->body_len = body_len;
 			out->receive_count = atoi(count);
 			if (json_string_value(json_object_get(attrs, "MessageGroupId")))
 				out->group_id = pf_strdup(json_string_value(json_object_get(attrs, "MessageGroupId")));

@@ -278,6 +278,14 @@ main(int argc, char **argv)
 	}
 	r.aws = pf_aws_client_create(&r.cfg, r.credentials);
 	r.sqs = pf_sqs_create(r.aws, &r.cfg);
+	/* the only wait for credentials: the loop signs with cached ones while they refresh */
+	{
+		const pf_aws_credentials *creds;
+
+		if (pf_aws_credentials_get(r.credentials, true, &creds, &err) != PF_OK)
+			pf_log_warn(NULL, "no AWS credentials yet (%s: %s); sends fail until they come", err.code,
+						err.message);
+	}
 
 	memset(&pg_options, 0, sizeof(pg_options));
 	pg_options.application_name = PROGNAME;

@@ -15,7 +15,7 @@
  * that could not be written are kept and written later; if a claim expired
  * meanwhile, another relay may send the row again, which the at-least-once
  * contract allows. While the connection is down, statements run through
- * pf_pg_exec, which reconnects (and LISTENs again) with bounded retries.
+ * pf_pg_run, which reconnects (and LISTENs again) with bounded retries.
  */
 #include "relay.h"
 
@@ -256,13 +256,21 @@ log_notice(void *arg, const char *message)
 	pf_log_warn(NULL, "PostgreSQL: %s", line);
 }
 
-/* A connection not seen before gets the notice hook; prepared statements are per backend. */
+/*
+ * A connection not seen before gets the notice hook and starts with no
+ * statement prepared. Connections are told apart by pg.c's generation, not
+ * by the backend PID: a reconnect can get the PID of the session it lost
+ * (through a pooler, or from a server restarted in a fresh PID namespace),
+ * and its statements would then all fail with 26000.
+ */
 static void
 adopt_connection(relay *r, PGconn *conn)
 {
-	if (PQbackendPID(conn) == r->prepared_backend)
+	unsigned long generation = pf_pg_generation(r->pg);
+
+	if (generation == r->prepared_generation)
 		return;
-	r->prepared_backend = PQbackendPID(conn);
+	r->prepared_generation = generation;
 	r->prepared_shapes = 0;
 	PQsetNoticeProcessor(conn, log_notice, NULL);
 }
@@ -275,7 +283,7 @@ static const char *const statement_names[8] = {
 /*
  * Prepare st's shape on this connection unless done already: the outer
  * statement is then parsed and planned once per connection, not per call.
- * A new backend (after a reconnect) starts with none prepared.
+ * A new connection (after a reconnect) starts with none prepared.
  */
 static bool
 prepare(relay *r, PGconn *conn, const statement *st)
@@ -442,7 +450,9 @@ relay_db_send(relay *r, int claim_max)
 		PGresult   *res;
 		pf_error	err;
 
-		if (pf_pg_exec(r->pg, st.sql.data, st.nparams, st.params, &res, &err) == PF_OK)
+		/* acks, nacks and claims may run twice: a lost claim's rows come back when it expires */
+		if (pf_pg_run(r->pg, PF_PG_IDEMPOTENT, st.sql.data, st.nparams, st.params, NULL, NULL, 0, &res,
+					  &err) == PF_OK)
 		{
 			take_result(r, res);
 			PQclear(res);
@@ -535,6 +545,16 @@ relay_db_poll(relay *r)
 			pf_error_set(&err, pf_pg_sqlstate_result(sqlstate), sqlstate ? sqlstate : "08006", "%s",
 						 primary ? primary : PQerrorMessage(conn));
 			err.message[strcspn(err.message, "\n")] = '\0';
+			if (strcmp(err.code, "26000") == 0)
+			{
+				/*
+				 * The session lost its prepared statements (DISCARD ALL, a
+				 * pooler handing out another server connection): prepare
+				 * again and keep the outcomes for the next statement.
+				 */
+				r->prepared_shapes = 0;
+				err.result = PF_ERR_TRANSIENT;
+			}
 			take_failure(r, &err);
 		}
 		PQclear(first);

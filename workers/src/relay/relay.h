@@ -119,8 +119,8 @@ typedef struct relay
 	relay_outcomes acks;
 	relay_outcomes nacks;
 	relay_db_request db;
-	int			prepared_backend;	/* the backend the shapes below are
-									 * prepared in */
+	unsigned long prepared_generation;	/* pf_pg_generation of the connection
+										 * the shapes below are prepared in */
 	unsigned	prepared_shapes;
 	bool		claim_wanted;	/* rows are probably waiting: claim when there
 								 * is room */

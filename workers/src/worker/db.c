@@ -7,6 +7,12 @@
  * share a few connections (PAYFLOW_DB_CONNECTIONS) instead of holding one
  * each: a worker carrying 256 fifteen-minute calls needs 256 connections to
  * the legacy DBMS, but only a handful to payflow's database.
+ *
+ * Each statement says whether it may run twice (pg.h): claim_step (a second
+ * run finds the step leased, so it can never claim twice), complete_step
+ * (a repeat returns the first answer), fail_step (a repeat of the same
+ * report is recognised), save_step_ref and heartbeat are idempotent;
+ * record_dead_letter inserts a row per call, so it runs at most once.
  */
 #include "worker.h"
 
@@ -107,7 +113,7 @@ pf_result
 db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **out, pf_error *err)
 {
 	PGresult   *res;
-	pf_result	r = pf_pg_exec(pg, sql, nparams, values, &res, err);
+	pf_result	r = pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, nparams, values, NULL, NULL, 0, &res, err);
 	json_error_t jerr;
 
 	*out = NULL;
@@ -144,10 +150,10 @@ db_claim_step(pf_pg *pg, const char *operation_id, const char *step, const char 
 	claim->lease_left_s = -1;
 	snprintf(lease, sizeof(lease), "%d", lease_s);
 	/* the database's clock says how long another worker's lease still runs */
-	r = pf_pg_exec(pg,
-				   "SELECT c, extract(epoch FROM (c->>'leaseExpiresAt')::timestamptz - now()) "
-				   "FROM payflow.claim_step($1, $2, $3, $4::int) AS c",
-				   4, values, &res, err);
+	r = pf_pg_run(pg, PF_PG_IDEMPOTENT,
+				  "SELECT c, extract(epoch FROM (c->>'leaseExpiresAt')::timestamptz - now()) "
+				  "FROM payflow.claim_step($1, $2, $3, $4::int) AS c",
+				  4, values, NULL, NULL, 0, &res, err);
 	if (r != PF_OK)
 		return r;
 	answer = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, &jerr) : NULL;
@@ -216,7 +222,8 @@ db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const ch
 {
 	const char *values[4] = {operation_id, step, worker_id, ref};
 
-	return pf_pg_exec(pg, "SELECT payflow.save_step_ref($1, $2, $3, $4)", 4, values, NULL, err);
+	return pf_pg_run(pg, PF_PG_IDEMPOTENT, "SELECT payflow.save_step_ref($1, $2, $3, $4)", 4, values, NULL,
+					 NULL, 0, NULL, err);
 }
 
 pf_result
@@ -245,10 +252,10 @@ db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *ste
 	values[1] = step;
 	values[2] = worker_id;
 	values[3] = lease;
-	r = pf_pg_exec(pg,
-				   "SELECT payflow.heartbeat(t.o, $2, $3, $4::int) "
-				   "FROM unnest($1::text[]) WITH ORDINALITY AS t(o, i) ORDER BY t.i",
-				   4, values, &res, err);
+	r = pf_pg_run(pg, PF_PG_IDEMPOTENT,
+				  "SELECT payflow.heartbeat(t.o, $2, $3, $4::int) "
+				  "FROM unnest($1::text[]) WITH ORDINALITY AS t(o, i) ORDER BY t.i",
+				  4, values, NULL, NULL, 0, &res, err);
 	pf_buf_free(&ids);
 	if (r != PF_OK)
 		return r;
@@ -266,7 +273,9 @@ db_record_dead_letter(pf_pg *pg, const char *queue, const char *body, json_t *er
 	const char *values[4] = {queue, body, error_text, operation_id};
 	pf_result	r;
 
-	r = pf_pg_exec(pg, "SELECT payflow.record_dead_letter($1, $2, $3::jsonb, $4)", 4, values, NULL, err);
+	/* lost in flight it may have been recorded already; the queue's DLQ keeps the message either way */
+	r = pf_pg_run(pg, PF_PG_ONCE, "SELECT payflow.record_dead_letter($1, $2, $3::jsonb, $4)", 4, values, NULL,
+				  NULL, 0, NULL, err);
 	free(error_text);
 	return r;
 }

@@ -113,7 +113,18 @@ main(void)
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.store = PF_STORE_PG;
 	store = pf_store_create(pg, NULL, &cfg);
-	if (CHECK(pf_store_write(store, op, "result.json", payload, strlen(payload), &ref, &err) == PF_OK))
+	/* only the lease holder of the running step may write its result */
+	CHECK(pf_store_write(store, op, "payment-result.json", payload, strlen(payload), &ref, &err) == PF_ERR_FINAL &&
+		  strcmp(err.code, "PF004") == 0);
+	{
+		const char *v[1] = {op};
+		char	   *claimed = scalar(pg, "SELECT payflow.claim_step($1, 'PROCESS_PAYMENT', 'pg-smoke') ->> 'action'", 1, v, &err);
+
+		CHECK(claimed != NULL && strcmp(claimed, "run") == 0);
+		free(claimed);
+	}
+	pf_store_set_lease(store, "PROCESS_PAYMENT", "pg-smoke");
+	if (CHECK(pf_store_write(store, op, "payment-result.json", payload, strlen(payload), &ref, &err) == PF_OK))
 	{
 		CHECK(ref.store == PF_STORE_PG && ref.size == (long long) strlen(payload));
 		CHECK(strstr(ref.key, op) != NULL);

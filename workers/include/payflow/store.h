@@ -28,6 +28,12 @@ typedef struct pf_store pf_store;
 pf_store   *pf_store_create(pf_pg *pg, pf_s3 *s3, const pf_config *cfg);
 void		pf_store_destroy(pf_store *store);
 
+/*
+ * The step and worker the pg store writes a step's result for: the database
+ * takes a payload only from the worker holding that step's lease.
+ */
+void		pf_store_set_lease(pf_store *store, const char *step, const char *worker_id);
+
 /* Read the payload a reference names into out (reset first). */
 pf_result	pf_store_read(pf_store *store, const pf_payload_ref *ref, pf_buf *out, pf_error *err);
 

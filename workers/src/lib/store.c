@@ -17,6 +17,8 @@ struct pf_store
 	pf_s3	   *s3;
 	char	   *bucket;
 	pf_store_kind write_kind;
+	char	   *step;			/* the lease the pg store writes under */
+	char	   *worker_id;
 };
 
 pf_store *
@@ -37,7 +39,18 @@ pf_store_destroy(pf_store *store)
 	if (store == NULL)
 		return;
 	free(store->bucket);
+	free(store->step);
+	free(store->worker_id);
 	free(store);
+}
+
+void
+pf_store_set_lease(pf_store *store, const char *step, const char *worker_id)
+{
+	free(store->step);
+	free(store->worker_id);
+	store->step = step ? pf_strdup(step) : NULL;
+	store->worker_id = worker_id ? pf_strdup(worker_id) : NULL;
 }
 
 bool
@@ -131,13 +144,14 @@ static pf_result
 write_pg(pf_store *store, const char *operation_id, const char *name, const void *data, size_t len,
 		 pf_payload_ref *ref, pf_error *err)
 {
-	const char *values[3] = {operation_id, name, data ? data : ""};
-	int			lengths[3] = {0, 0, (int) len};
-	int			formats[3] = {0, 0, 1};
+	const char *values[5] = {operation_id, name, data ? data : "", store->step, store->worker_id};
+	int			lengths[5] = {0, 0, (int) len, 0, 0};
+	int			formats[5] = {0, 0, 1, 0, 0};
 	PGresult   *res;
 	pf_result	r;
 
-	r = pf_pg_exec_params(store->pg, "SELECT payflow.payload_put($1, $2, $3)", 3, values, lengths, formats, 0,
+	/* payload_put writes only for the step's lease holder (PF004 otherwise) */
+	r = pf_pg_exec_params(store->pg, "SELECT payflow.payload_put($1, $2, $3, $4, $5)", 5, values, lengths, formats, 0,
 						  &res, err);
 	if (r != PF_OK)
 		return r;

@@ -447,21 +447,26 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'lease_seconds NULL',       $$SELECT * FROM payflow.outbox_claim(1, 'r', NULL)$$,
 	'ack NULL',                 $$SELECT payflow.outbox_ack(NULL)$$,
 	'ack ids not uuids',        $$SELECT payflow.outbox_ack(ARRAY['x'])$$,
-	'ack 2 ids, 1 message id',  $$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['m'])$$,
+	'ack 2 ids, 1 message id',  $$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['m'], 'r')$$,
+	'ack relay NULL',           $$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()], NULL, NULL)$$,
+	'ack relay 201 chars',      $$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()], NULL, repeat('r', 201))$$,
+	'nack relay NULL',          $$SELECT payflow.outbox_nack(gen_random_uuid(), 'e', NULL)$$,
 	'nack NULL',                $$SELECT payflow.outbox_nack(NULL, 'e')$$,
 	'nack not a uuid',          format($$SELECT payflow.outbox_nack(%L, 'e')$$, :'inj')
 ]);
 SELECT pf_changed(:'before') AS changed;
 -- unknown event ids are no error: nothing acked, nothing nacked
-SELECT payflow.outbox_ack(ARRAY['00000000-0000-0000-0000-000000000002'::uuid], ARRAY['m']) AS acked,
-       payflow.outbox_ack(ARRAY[NULL::uuid]) AS acked_null,
-       payflow.outbox_nack('00000000-0000-0000-0000-000000000002', NULL) AS nacked;
+SELECT payflow.outbox_ack(ARRAY['00000000-0000-0000-0000-000000000002'::uuid], ARRAY['m'], 'r') AS acked,
+       payflow.outbox_ack(ARRAY[NULL::uuid], NULL, 'r') AS acked_null,
+       payflow.outbox_nack('00000000-0000-0000-0000-000000000002', NULL, 'r') AS nacked;
 -- a relay id, a message id and a nack error full of injection strings are data
 SELECT count(*) AS claimed FROM payflow.outbox_claim(1, :'inj');
 SELECT event_id AS ev FROM payflow.outbox WHERE claimed_by = :'inj' \gset
-SELECT payflow.outbox_nack(:'ev', :'inj2') AS nacked;
+SELECT payflow.outbox_nack(:'ev', :'inj2', :'inj') AS nacked;
 SELECT last_error = :'inj2' AS error_verbatim, claimed_by IS NULL AS released FROM payflow.outbox WHERE event_id = :'ev';
-SELECT payflow.outbox_ack(ARRAY[:'ev'::uuid], ARRAY[:'inj']) AS acked;
+UPDATE payflow.outbox SET available_at = now() WHERE event_id = :'ev';
+SELECT count(*) AS claimed_again FROM payflow.outbox_claim(1, :'inj');
+SELECT payflow.outbox_ack(ARRAY[:'ev'::uuid], ARRAY[:'inj'], :'inj') AS acked;
 SELECT message_id = :'inj' AS message_id_verbatim FROM payflow.outbox_published WHERE event_id = :'ev';
 SELECT pf_row_counts() AS before \gset
 

@@ -13,16 +13,22 @@ SELECT count(*) AS claimed, bool_and(dedup_id = event_id::text) AS dedup_is_even
 SELECT count(*) AS second_relay_gets FROM payflow.outbox_claim(10, 'relay-2');
 SELECT count(*) AS nothing_left FROM payflow.outbox_claim(10, 'relay-3');
 
+-- only the relay holding the claim may ack or nack (another login could
+-- otherwise ack events that were never sent)
+SELECT payflow.outbox_ack(array_agg(event_id), NULL, 'relay-2') AS acked_by_another_relay,
+       bool_and(payflow.outbox_nack(event_id, 'x', 'relay-2')) AS nacked_by_another_relay
+  FROM payflow.outbox WHERE claimed_by = 'relay-1';
+SELECT count(*) AS still_claimed_by_relay_1 FROM payflow.outbox WHERE claimed_by = 'relay-1' AND last_error IS NULL;
 -- ack removes them and logs the message ids
-SELECT payflow.outbox_ack(array_agg(event_id), array_agg('msg-' || seq)) AS acked
+SELECT payflow.outbox_ack(array_agg(event_id), array_agg('msg-' || seq), 'relay-1') AS acked
   FROM payflow.outbox WHERE claimed_by = 'relay-1';
 SELECT count(*) AS left_in_outbox FROM payflow.outbox;
 SELECT count(*) AS logged, bool_and(message_id LIKE 'msg-%') AS message_ids
   FROM payflow.outbox_published;
-SELECT payflow.outbox_ack(array_agg(event_id)) AS acked_without_message_ids
+SELECT payflow.outbox_ack(array_agg(event_id), NULL, 'relay-2') AS acked_without_message_ids
   FROM payflow.outbox WHERE claimed_by = 'relay-2';
 -- acking again is harmless
-SELECT payflow.outbox_ack(ARRAY(SELECT event_id FROM payflow.outbox_published)) AS acked_twice;
+SELECT payflow.outbox_ack(ARRAY(SELECT event_id FROM payflow.outbox_published), NULL, 'relay-1') AS acked_twice;
 
 -- a relay that died: its claim expires and the rows come back
 SELECT payflow.submit('ob-dead', '{}') IS NOT NULL AS submitted;
@@ -33,14 +39,14 @@ SELECT count(*) AS after_expiry, min(o.attempts) AS attempts
   FROM payflow.outbox_claim(10, 'relay-4') c JOIN payflow.outbox o USING (event_id);
 
 -- nack: available again after a backoff, the error kept
-SELECT payflow.outbox_nack(event_id, 'ServiceUnavailable: try later') AS nacked FROM payflow.outbox;
+SELECT payflow.outbox_nack(event_id, 'ServiceUnavailable: try later', claimed_by) AS nacked FROM payflow.outbox;
 SELECT claimed_by IS NULL AS unclaimed, available_at > now() AS backed_off,
        available_at <= now() + interval '3 seconds' AS short_first_backoff, last_error
   FROM payflow.outbox;
 SELECT count(*) AS during_backoff FROM payflow.outbox_claim(10, 'relay-4');
 UPDATE payflow.outbox SET available_at = now() - interval '1 second';
 SELECT count(*) AS after_backoff FROM payflow.outbox_claim(10, 'relay-4');
-SELECT payflow.outbox_nack('00000000-0000-0000-0000-000000000000', 'x') AS unknown_event;
+SELECT payflow.outbox_nack('00000000-0000-0000-0000-000000000000', 'x', 'relay-4') AS unknown_event;
 TRUNCATE payflow.outbox;
 
 -- per-group order: a later event of a payment is never handed out while an
@@ -51,13 +57,13 @@ SELECT gen_random_uuid(), 'op', 'E' || n, 'payment-requests', g, jsonb_build_obj
 SELECT message_group_id, body::jsonb ->> 'n' AS n FROM payflow.outbox_claim(10, 'r1') ORDER BY 2;
 SELECT count(*) AS blocked_behind_unacked FROM payflow.outbox_claim(10, 'r2');
 -- a nacked head still blocks its group (order over speed), not the others
-SELECT payflow.outbox_nack(event_id, 'boom') FROM payflow.outbox WHERE body ->> 'n' = '1';
-SELECT payflow.outbox_ack(array_agg(event_id)) FROM payflow.outbox WHERE body ->> 'n' IN ('3', '5');
+SELECT payflow.outbox_nack(event_id, 'boom', claimed_by) FROM payflow.outbox WHERE body ->> 'n' = '1';
+SELECT payflow.outbox_ack(array_agg(event_id), NULL, max(claimed_by)) FROM payflow.outbox WHERE body ->> 'n' IN ('3', '5');
 UPDATE payflow.outbox SET available_at = now() - interval '1 second' WHERE body ->> 'n' = '1';
 SELECT message_group_id, body::jsonb ->> 'n' AS n FROM payflow.outbox_claim(10, 'r2') ORDER BY 2;
-SELECT payflow.outbox_ack(array_agg(event_id)) FROM payflow.outbox WHERE body ->> 'n' = '1';
+SELECT payflow.outbox_ack(array_agg(event_id), NULL, max(claimed_by)) FROM payflow.outbox WHERE body ->> 'n' = '1';
 SELECT message_group_id, body::jsonb ->> 'n' AS n FROM payflow.outbox_claim(10, 'r2') ORDER BY 2;
-SELECT payflow.outbox_ack(array_agg(event_id)) FROM payflow.outbox WHERE body ->> 'n' = '2';
+SELECT payflow.outbox_ack(array_agg(event_id), NULL, max(claimed_by)) FROM payflow.outbox WHERE body ->> 'n' = '2';
 SELECT message_group_id, body::jsonb ->> 'n' AS n FROM payflow.outbox_claim(10, 'r2') ORDER BY 2;
 
 -- bad input
@@ -65,5 +71,7 @@ SELECT * FROM pf_try($$SELECT payflow.outbox_claim(0, 'r')$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_claim(10, NULL)$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_claim(10, 'r', 0)$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_ack(NULL)$$);
-SELECT * FROM pf_try($$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()], ARRAY['a', 'b'])$$);
+SELECT * FROM pf_try($$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()])$$);
+SELECT * FROM pf_try($$SELECT payflow.outbox_nack(gen_random_uuid(), 'x')$$);
+SELECT * FROM pf_try($$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()], ARRAY['a', 'b'], 'r')$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_nack(NULL, 'x')$$);

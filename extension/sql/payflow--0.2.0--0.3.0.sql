@@ -949,6 +949,71 @@ REVOKE ALL ON FUNCTION payflow._mask_card_numbers(text), payflow._mask_card_numb
 	payflow._require_own_ref(text, jsonb), payflow._require_published(uuid, text, text),
 	payflow.payload_put(text, text, bytea, text, text), payflow.webhook_target(text, uuid, text) FROM PUBLIC;
 
+DROP FUNCTION payflow.outbox_ack(uuid[], text[]);
+-- Acknowledges published events: removes them from the outbox and logs
+-- their message ids.  Only the relay holding an event's claim may: another
+-- login could otherwise ack events that were never sent.  Returns how many
+-- were acked (an event another relay claimed since is left to that one).
+CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL, relay_id text DEFAULT NULL)
+	RETURNS integer
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_count integer;
+BEGIN
+	IF event_ids IS NULL THEN
+		RAISE EXCEPTION 'event_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	IF message_ids IS NOT NULL AND cardinality(message_ids) <> cardinality(event_ids) THEN
+		RAISE EXCEPTION 'message_ids must have one entry per event id'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Got %s event ids and %s message ids.',
+								  cardinality(event_ids), cardinality(message_ids));
+	END IF;
+	WITH acked AS (
+		DELETE FROM payflow.outbox o
+		 WHERE o.event_id = ANY (event_ids) AND o.claimed_by = outbox_ack.relay_id
+		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
+	), ids AS (
+		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
+		  FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
+		 ORDER BY m.event_id
+	)
+	INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, message_id)
+	SELECT a.event_id, a.operation_id, a.event_type, a.destination, i.message_id
+	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id;
+	GET DIAGNOSTICS v_count = ROW_COUNT;
+	RETURN v_count;
+END
+$$;
+
+DROP FUNCTION payflow.outbox_nack(uuid, text);
+-- Returns an event that failed to publish to the outbox, available again
+-- after a backoff (1 s doubling to 5 min).  Events are never dropped: a
+-- destination that keeps failing shows in metrics() as outbox age.
+CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text, relay_id text DEFAULT NULL) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	IF event_id IS NULL THEN
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	UPDATE payflow.outbox o
+	   SET claimed_by = NULL, claim_expires_at = NULL,
+		   available_at = now() + payflow.backoff_delay(least(greatest(o.attempts - 1, 0), 30),
+														'1 second', '5 minutes', 0.2),
+		   last_error = left(error, 2000)
+	 WHERE o.event_id = outbox_nack.event_id AND o.claimed_by = outbox_nack.relay_id;
+	RETURN FOUND;
+END
+$$;
+
+REVOKE ALL ON FUNCTION payflow.outbox_ack(uuid[], text[], text), payflow.outbox_nack(uuid, text, text) FROM PUBLIC;
+
 -- payflow_worker split into one role per kind of edge process (each login
 -- gets only what its program calls); payflow_worker holds them all.
 DO $roles$
@@ -982,16 +1047,16 @@ REVOKE EXECUTE ON FUNCTION
 	payflow.default_postprocess(text, jsonb),
 	payflow.invoke_postprocess(regprocedure, text, jsonb),
 	payflow.outbox_claim(integer, text, integer),
-	payflow.outbox_ack(uuid[], text[]),
-	payflow.outbox_nack(uuid, text),
+	payflow.outbox_ack(uuid[], text[], text),
+	payflow.outbox_nack(uuid, text, text),
 	payflow.backoff_delay(integer, interval, interval, float8),
 	payflow.webhook_target(text, uuid, text),
 	payflow.record_webhook_failure(uuid, text, text, integer, jsonb)
 	FROM payflow_worker;
 GRANT EXECUTE ON FUNCTION
 	payflow.outbox_claim(integer, text, integer),
-	payflow.outbox_ack(uuid[], text[]),
-	payflow.outbox_nack(uuid, text)
+	payflow.outbox_ack(uuid[], text[], text),
+	payflow.outbox_nack(uuid, text, text)
 	TO payflow_relay;
 GRANT EXECUTE ON FUNCTION
 	payflow.status(text),

@@ -1588,8 +1588,10 @@ END
 $$;
 
 -- Acknowledges published events: removes them from the outbox and logs
--- their message ids.  Returns how many were still there.
-CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL)
+-- their message ids.  Only the relay holding an event's claim may: another
+-- login could otherwise ack events that were never sent.  Returns how many
+-- were acked (an event another relay claimed since is left to that one).
+CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL, relay_id text DEFAULT NULL)
 	RETURNS integer
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -1600,6 +1602,7 @@ BEGIN
 	IF event_ids IS NULL THEN
 		RAISE EXCEPTION 'event_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
 	IF message_ids IS NOT NULL AND cardinality(message_ids) <> cardinality(event_ids) THEN
 		RAISE EXCEPTION 'message_ids must have one entry per event id'
 			USING ERRCODE = 'invalid_parameter_value',
@@ -1608,7 +1611,7 @@ BEGIN
 	END IF;
 	WITH acked AS (
 		DELETE FROM payflow.outbox o
-		 WHERE o.event_id = ANY (event_ids)
+		 WHERE o.event_id = ANY (event_ids) AND o.claimed_by = outbox_ack.relay_id
 		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
 	), ids AS (
 		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
@@ -1626,7 +1629,7 @@ $$;
 -- Returns an event that failed to publish to the outbox, available again
 -- after a backoff (1 s doubling to 5 min).  Events are never dropped: a
 -- destination that keeps failing shows in metrics() as outbox age.
-CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text) RETURNS boolean
+CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text, relay_id text DEFAULT NULL) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -1634,12 +1637,13 @@ BEGIN
 	IF event_id IS NULL THEN
 		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
 	UPDATE payflow.outbox o
 	   SET claimed_by = NULL, claim_expires_at = NULL,
 		   available_at = now() + payflow.backoff_delay(least(greatest(o.attempts - 1, 0), 30),
 														'1 second', '5 minutes', 0.2),
 		   last_error = left(error, 2000)
-	 WHERE o.event_id = outbox_nack.event_id;
+	 WHERE o.event_id = outbox_nack.event_id AND o.claimed_by = outbox_nack.relay_id;
 	RETURN FOUND;
 END
 $$;
@@ -2296,8 +2300,8 @@ GRANT EXECUTE ON FUNCTION
 -- one of these roles; deploy/sql/install.sql); payflow_worker holds them all.
 GRANT EXECUTE ON FUNCTION
 	payflow.outbox_claim(integer, text, integer),
-	payflow.outbox_ack(uuid[], text[]),
-	payflow.outbox_nack(uuid, text)
+	payflow.outbox_ack(uuid[], text[], text),
+	payflow.outbox_nack(uuid, text, text)
 	TO payflow_relay;
 GRANT EXECUTE ON FUNCTION
 	payflow.status(text),

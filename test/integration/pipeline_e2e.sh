@@ -185,7 +185,7 @@ for (;;) {
 	}
 	await Promise.all(sends);
 	if (acked.length > 0)
-		psql(`SELECT payflow.outbox_ack(ARRAY[${acked.map((id) => `'${id}'`).join(",")}]::uuid[])`);
+		psql(`SELECT payflow.outbox_ack(ARRAY[${acked.map((id) => `'${id}'`).join(",")}]::uuid[], NULL, 'e2e-node-relay')`);
 }
 JS
 	PSQL=$PF_PGBIN/psql start relay node "$DIR/relay.mjs" "$REPO/test/emulator/emulator-config.mjs"

@@ -145,8 +145,8 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.default_postprocess(text,jsonb)',
 	'payflow.invoke_postprocess(regprocedure,text,jsonb)',
 	'payflow.outbox_claim(integer,text,integer)',
-	'payflow.outbox_ack(uuid[],text[])',
-	'payflow.outbox_nack(uuid,text)',
+	'payflow.outbox_ack(uuid[],text[],text)',
+	'payflow.outbox_nack(uuid,text,text)',
 	'payflow.backoff_delay(integer,interval,interval,double precision)',
 	'payflow.webhook_target(text,uuid,text)',
 	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)']);
@@ -169,8 +169,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow._cron_schedule(text,text,text)']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
-SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[])',
-							 'payflow.outbox_nack(uuid,text)'])
+SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',
+							 'payflow.outbox_nack(uuid,text,text)'])
 UNION ALL
 SELECT 'step', fn FROM rp_expected
  WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess)'

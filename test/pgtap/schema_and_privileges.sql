@@ -101,7 +101,7 @@ SELECT lives_ok(format($$SELECT payflow.heartbeat(%L, 'PROCESS_PAYMENT', 'tap-w'
 SELECT lives_ok(format($$SELECT payflow.payload_get(%L)$$, :'ref'), 'worker reads payloads');
 SELECT lives_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'tap-w', '{"tx": 1}')$$, :'op'), 'worker completes');
 SELECT lives_ok($$SELECT * FROM payflow.outbox_claim(1, 'tap-relay')$$, 'worker (relay) claims the outbox');
-SELECT lives_ok($$SELECT payflow.outbox_ack(ARRAY[]::uuid[])$$, 'worker (relay) acks');
+SELECT lives_ok($$SELECT payflow.outbox_ack(ARRAY[]::uuid[], NULL, 'tap-relay')$$, 'worker (relay) acks');
 SELECT lives_ok($$SELECT payflow.mark_consumed('tap', gen_random_uuid())$$, 'worker marks events consumed');
 SELECT lives_ok($$SELECT payflow.record_dead_letter('q', 'garbage', '{"code": "bad_json"}')$$, 'worker dead-letters a message');
 SELECT throws_ok($$SELECT payflow.submit('tap-pay-4', '{}')$$, '42501', NULL, 'worker cannot submit');

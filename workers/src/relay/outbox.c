@@ -183,13 +183,15 @@ typedef struct statement
  * One statement for everything due, e.g. with all three parts:
  *
  *	SELECT a.n, k.n, c.* FROM
- *	  (SELECT payflow.outbox_ack($1::uuid[], $2::text[]) AS n) a
- *	  CROSS JOIN (SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m)) AS n
- *				  FROM unnest($3::uuid[], $4::text[]) AS x(e, m)) k
- *	  LEFT JOIN LATERAL payflow.outbox_claim($5, $6, $7) c ON true
+ *	  (SELECT payflow.outbox_ack($2::uuid[], $3::text[], $1) AS n) a
+ *	  CROSS JOIN (SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m, $1)) AS n
+ *				  FROM unnest($4::uuid[], $5::text[]) AS x(e, m)) k
+ *	  LEFT JOIN LATERAL payflow.outbox_claim($6, $1, $7) c ON true
  *
- * The claim is the inner side of the join, so it runs after the acks and
- * may already hand out later events of the acked rows' message groups.
+ * $1 is the relay id: the database takes acks and nacks only from the
+ * relay that holds the claim.  The claim is the inner side of the join,
+ * so it runs after the acks and may already hand out later events of the
+ * acked rows' message groups.
  */
 static void
 build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
@@ -199,13 +201,14 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 	pf_buf		from = PF_BUF_INIT;
 
 	memset(st, 0, sizeof(*st));
+	st->params[st->nparams++] = r->relay_id;
 	if (n_acks > 0)
 	{
 		array_literal(&st->arrays[0], r->acks.event_ids, n_acks);
 		array_literal(&st->arrays[1], r->acks.texts, n_acks);
 		st->params[st->nparams++] = pf_buf_str(&st->arrays[0]);
 		st->params[st->nparams++] = pf_buf_str(&st->arrays[1]);
-		pf_buf_appendf(&from, "(SELECT payflow.outbox_ack($%d::uuid[], $%d::text[]) AS n) a",
+		pf_buf_appendf(&from, "(SELECT payflow.outbox_ack($%d::uuid[], $%d::text[], $1) AS n) a",
 					   st->nparams - 1, st->nparams);
 		ack_count = "a.n";
 		st->shape |= STMT_ACK;
@@ -216,7 +219,7 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 		array_literal(&st->arrays[3], r->nacks.texts, n_nacks);
 		st->params[st->nparams++] = pf_buf_str(&st->arrays[2]);
 		st->params[st->nparams++] = pf_buf_str(&st->arrays[3]);
-		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m)) AS n "
+		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m, $1)) AS n "
 					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) k",
 					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
 		nack_count = "k.n";
@@ -227,12 +230,11 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 		snprintf(st->claim_max, sizeof(st->claim_max), "%d", claim_max);
 		snprintf(st->lease, sizeof(st->lease), "%d", r->lease_seconds);
 		st->params[st->nparams++] = st->claim_max;
-		st->params[st->nparams++] = r->relay_id;
 		st->params[st->nparams++] = st->lease;
 		st->shape |= STMT_CLAIM;
-		pf_buf_appendf(&from, "%spayflow.outbox_claim($%d, $%d, $%d) c%s",
+		pf_buf_appendf(&from, "%spayflow.outbox_claim($%d, $1, $%d) c%s",
 					   from.len > 0 ? " LEFT JOIN LATERAL " : "",
-					   st->nparams - 2, st->nparams - 1, st->nparams, from.len > 0 ? " ON true" : "");
+					   st->nparams - 1, st->nparams, from.len > 0 ? " ON true" : "");
 		pf_buf_appendf(&st->sql, "SELECT %s, %s, c.event_id, c.destination, c.message_group_id, "
 					   "c.dedup_id, c.body, c.attributes FROM %s", ack_count, nack_count, from.data);
 	}

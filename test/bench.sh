@@ -142,19 +142,19 @@ printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(benc
 echo
 echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
-bench_result c.submit "$sub"
-bench_result c.claim "$claim"
+bench_result c.submit "${tps[c.submit]}"
+bench_result c.claim "${claims[c]}"
 if bench_has sql; then
 	echo
 	echo "the C-free flavour in its own cluster, the same rounds interleaved with the C flavour's:"
 	bench_compare_header "C-free flavour vs C"
-	bench_compare_row "raw single-row INSERT, tx/s (the clusters alike)" "$raw" "${med[sql.raw_insert]}" %.0f -
-	bench_compare_row "payflow.submit(), tx/s" "$sub" "${med[sql.submit]}"
-	bench_compare_row "payflow.submit() + NOTIFY, tx/s" "$notify" "${med[sql.submit_notify]}" %.0f -
-	bench_compare_row "outbox_claim + outbox_ack, rows/s" "$claim" "${med[sql.claim]}"
+	bench_compare_row "raw single-row INSERT, tx/s (the clusters alike)" "${tps[c.raw_insert]}" "${tps[sql.raw_insert]}" %.0f -
+	bench_compare_row "payflow.submit(), tx/s" "${tps[c.submit]}" "${tps[sql.submit]}"
+	bench_compare_row "payflow.submit() + NOTIFY, tx/s" "${tps[c.submit_notify]}" "${tps[sql.submit_notify]}" %.0f -
+	bench_compare_row "outbox_claim + outbox_ack, rows/s" "${claims[c]}" "${claims[sql]}"
 	echo "C-free payflow.submit() is $(bench_ratio "${med[sql.submit]}" "${med[sql.raw_insert]}") of its cluster's raw INSERT (C: $(bench_ratio "$sub" "$raw"))"
-	bench_result sql.submit "${med[sql.submit]}"
-	bench_result sql.claim "${med[sql.claim]}"
+	bench_result sql.submit "${tps[sql.submit]}"
+	bench_result sql.claim "${claims[sql]}"
 fi
 
 # metrics(): scraped every few seconds (the HTTP edge's /metrics), so its

@@ -9,8 +9,9 @@
 #   bench_ratio A B           A / B with two decimals
 #   bench_pct P FILE          the P-th percentile of a file of sorted numbers
 #   bench_tps                 pgbench's tps (without initial connection time), from stdin
-#   bench_result KEY VALUE    keeps a figure for bench.sh's closing summary
-#                             (appended to $BENCH_RESULTS when that is set)
+#   bench_result KEY ROUNDS   keeps a figure (its rounds' values) for bench.sh's
+#                             closing summary (appended to $BENCH_RESULTS
+#                             when that is set)
 #
 # Two flavours side by side: the C extension and the C-free flavour
 # (dist/payflow--<version>.sql, pg_cron), each in a cluster of its own, both
@@ -29,10 +30,15 @@
 #   bench_label FLAVOUR       "C" or "C-free"
 #   bench_compare_header TITLE
 #   bench_compare_row LABEL C SQL [FORMAT [AIM]]
-#                             a row of C beside C-free with C-free/C; AIM
-#                             "higher" (the default) prints the aim "C-free
-#                             within 0.85x of C" and whether it is met, "-"
-#                             prints none
+#                             a row of C beside C-free: C and SQL are the
+#                             rounds' values (or one value), in round order;
+#                             prints their medians, the ratio C-free/C of the
+#                             medians, and "by round" the median of each
+#                             round's own ratio (its C-free run beside its C
+#                             run: less swayed by a neighbour that was busy
+#                             for a while); AIM "higher" (the default) prints
+#                             whether the ratio meets the aim "C-free within
+#                             0.85x of C", "-" prints none
 #   bench_build               Debian packages, the C extension (installed),
 #                             the C-free flavour's dist/ files
 
@@ -45,7 +51,7 @@ bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "nan"; else p
 bench_pct() { awk -v p="$1" '{a[NR]=$1} END { i = int(NR * p / 100 + 0.5); if (i < 1) i = 1; print (NR ? a[i] : "nan") }' "$2"; }
 bench_tps() { grep -oP 'tps = \K[0-9.]+(?= \(without initial)'; }
 bench_result() {
-	[ -z "${BENCH_RESULTS:-}" ] || echo "$1 $2" >>"$BENCH_RESULTS"
+	[ -z "${BENCH_RESULTS:-}" ] || echo "$1" $2 >>"$BENCH_RESULTS"
 }
 
 bench_build() {
@@ -92,15 +98,31 @@ bench_label() {
 }
 
 bench_compare_header() {
-	printf "%-50s %10s %10s %9s  %s\n" "$1" C C-free C-free/C "aim: C-free within ${BENCH_AIM}x of C"
+	printf "%-50s %10s %10s %9s %9s  %s\n" "$1" C C-free C-free/C "by round" "aim: C-free within ${BENCH_AIM}x of C"
+}
+
+# bench_paired "C1 C2 ..." "SQL1 SQL2 ...": the median of SQLi / Ci, or "-"
+# unless both lists hold the same number (two or more) of rounds
+bench_paired() {
+	local c=($1) sql=($2) i
+	if [ ${#c[@]} -lt 2 ] || [ ${#c[@]} != ${#sql[@]} ]; then
+		echo -
+		return
+	fi
+	for i in "${!c[@]}"; do
+		awk -v a="${sql[i]}" -v b="${c[i]}" 'BEGIN { if (b != 0) print a / b }'
+	done | bench_median | xargs printf "%.2f"
 }
 
 bench_compare_row() {
-	local label=$1 c=$2 sql=$3 format=${4:-%.0f} aim=${5:-higher} r verdict=
+	local label=$1 c sql format=${4:-%.0f} aim=${5:-higher} r verdict=
+	c=$(bench_med "$2")
+	sql=$(bench_med "$3")
 	r=$(bench_ratio "$sql" "$c")
 	if [ "$aim" = higher ]; then
 		verdict=$(awk -v r="$r" -v aim="$BENCH_AIM" 'BEGIN { print (r + 0 >= aim ? "met" : "missed") }')
 	fi
 	# shellcheck disable=SC2059
-	printf "%-50s %10s %10s %9s  %s\n" "$label" "$(printf "$format" "$c")" "$(printf "$format" "$sql")" "$r" "$verdict"
+	printf "%-50s %10s %10s %9s %9s  %s\n" "$label" "$(printf "$format" "$c")" "$(printf "$format" "$sql")" "$r" \
+		"$(bench_paired "$2" "$3")" "$verdict"
 }

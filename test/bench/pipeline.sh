@@ -291,12 +291,12 @@ for f in $BENCH_FLAVOURS; do
 		"steady load: $steady_rate/s for ${STEADY_SECONDS} s ($steady_n operations)" \
 		"submit -> COMPLETED p50 ${p50} ms, p95 ${p95} ms, p99 ${p99} ms, max ${pmax} ms" \
 		"  median per status (from the previous one)" "${stages[$f]}"
-	bench_result "$f.burst" "${rate[$f]}"
+	bench_result "$f.burst" "${burst_rate[$f]}"
 done
 echo
 if bench_has sql && bench_has c; then
 	bench_compare_header "C-free flavour vs C"
-	bench_compare_row "end to end, burst of $OPS, operations/s" "${rate[c]}" "${rate[sql]}"
+	bench_compare_row "end to end, burst of $OPS, operations/s" "${burst_rate[c]}" "${burst_rate[sql]}"
 	bench_compare_row "submit only, operations/s" "${submit_tps[c]}" "${submit_tps[sql]}"
 	read -r _ _ c50 c95 _ <<<"${steady[c]}"
 	read -r _ _ s50 s95 _ <<<"${steady[sql]}"

@@ -43,6 +43,13 @@ ifeq ($(filter check demo bench soak dist-sql,$(MAKECMDGOALS)),)
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# make install also installs the edge programs: PREFIX (default /usr/local)
+# and DESTDIR reach workers/Makefile's install.
+install: install-programs
+.PHONY: install-programs
+install-programs:
+	$(MAKE) -C workers install
 else
 # Everything below runs on a fresh Debian 12 machine as root.
 .PHONY: check demo bench soak

@@ -8,6 +8,7 @@ PF_DEBIAN_PACKAGES="build-essential pkg-config
 	postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 	libpq-dev libcurl4-openssl-dev libssl-dev libjansson-dev
 	unixodbc unixodbc-dev odbc-postgresql libmicrohttpd-dev
+	mariadb-server odbc-mariadb libsqliteodbc sqlite3
 	nodejs npm curl ca-certificates procps psmisc wrk
 	flex libkrb5-dev"
 

@@ -2,13 +2,16 @@
  * test_worker_legacy.c
  *		The payment worker's legacy-DBMS helpers that need no database: named
  *		placeholders, SQLSTATE classification with overrides, exact member
- *		text of the request JSON, and the settings that configure them.
+ *		text of the request JSON, the redaction of downstream error texts
+ *		(card numbers masked by the Luhn check), and the settings that
+ *		configure them.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "payflow/config.h"
+#include "payflow/downstream_error.h"
 #include "payflow/json_text.h"
 #include "payflow/named_sql.h"
 #include "payflow/sqlstate_rules.h"
@@ -95,9 +98,10 @@ test_sqlstate_defaults(void)
 {
 	/* what psqlODBC reports for the fixture's faults (test/fixtures/legacy) */
 	const char *retryable[] = {"08S01", "08001", "08006", "40001", "40P01", "57014", "HYT00", "HYT01",
-	"HY008", "55P03", "53300", "57P01", "HY000", "XX000", "", NULL};
+		"HY008", "55P03", "53300", "57P01", "HY000", "XX000", "", "70100", "HY018", NULL};
+	/* MariaDB's SIGNAL (45000), a strict-mode truncation (01000), its data error (22007) */
 	const char *permanent[] = {"22023", "22P02", "23514", "23505", "P0001", "P0002", "42501", "42883",
-	"28P01", "0A000", NULL};
+		"28P01", "0A000", "45000", "01000", "22007", "23000", "42000", NULL};
 
 	for (int i = 0; retryable[i]; i++)
 		if (!CHECK(pf_sqlstate_is_retryable(NULL, retryable[i])))
@@ -141,6 +145,95 @@ test_sqlstate_overrides(void)
 	CHECK(!pf_sqlstate_rules_init(&rules, "40001", "40001", why, sizeof(why)));
 	CHECK(strstr(why, "named twice") != NULL);
 	CHECK(rules.rules == NULL);
+}
+
+static void
+expect_masked(const char *text, const char *want)
+{
+	char	   *copy = strdup(text);
+
+	pf_mask_card_numbers(copy);
+	CHECK_STR(copy, want);
+	free(copy);
+}
+
+static void
+test_card_masking(void)
+{
+	CHECK(pf_luhn_valid("4111111111111111", 16));
+	CHECK(pf_luhn_valid("5500005555555559", 16));
+	CHECK(pf_luhn_valid("378282246310005", 15));
+	CHECK(!pf_luhn_valid("4111111111111112", 16));
+	CHECK(!pf_luhn_valid("41x1", 4));
+
+	expect_masked("invalid input syntax for type numeric: \"4111111111111111x\"",
+				  "invalid input syntax for type numeric: \"************1111x\"");
+	expect_masked("Incorrect decimal value: 'card 5500 0055 5555 5559' for column",
+				  "Incorrect decimal value: 'card **** **** **** 5559' for column");
+	expect_masked("5500-0055-5555-5559", "****-****-****-5559");
+	/* a card after other digit groups of the same run */
+	expect_masked("ref 12 50 4111 1111 1111 1111 end", "ref 12 50 **** **** **** 1111 end");
+	expect_masked("two: 4111111111111111, 378282246310005.", "two: ************1111, ***********0005.");
+	/* not cards: Luhn-invalid, too short, too long, plain numbers */
+	expect_masked("4111111111111112 and 411111111111 and 12.50 and 2024-05-01",
+				  "4111111111111112 and 411111111111 and 12.50 and 2024-05-01");
+	expect_masked("41111111111111111111", "41111111111111111111");
+	expect_masked("", "");
+	CHECK(pf_mask_card_numbers(NULL) == 0);
+}
+
+static void
+test_downstream_errors(void)
+{
+	const char *echo = "invalid input syntax for type numeric: \"4111111111111111x\"";
+	json_t	   *e;
+	char		buf[256];
+
+	CHECK_STR(pf_sqlstate_class("45000"), "declined");
+	CHECK_STR(pf_sqlstate_class("P0001"), "declined");
+	CHECK_STR(pf_sqlstate_class("22P02"), "data");
+	CHECK_STR(pf_sqlstate_class("23505"), "constraint");
+	CHECK_STR(pf_sqlstate_class("08S01"), "connection");
+	CHECK_STR(pf_sqlstate_class("70100"), "timeout");
+	CHECK_STR(pf_sqlstate_class("57014"), "timeout");
+	CHECK_STR(pf_sqlstate_class("57P01"), "unavailable");
+	CHECK_STR(pf_sqlstate_class("XX000"), "dbms");
+	CHECK_STR(pf_sqlstate_class(NULL), "dbms");
+
+	/* a DBMS's own text: payflow's words instead, the raw text nowhere */
+	e = pf_downstream_sql_error("legacy", "22P02", echo, false);
+	CHECK_STR(json_string_value(json_object_get(e, "code")), "22P02");
+	CHECK_STR(json_string_value(json_object_get(e, "class")), "data");
+	CHECK_STR(json_string_value(json_object_get(e, "message")),
+			  "the legacy DBMS refused a value of the request (SQLSTATE 22P02)");
+	CHECK(json_object_get(e, "rawMessage") == NULL);
+	json_decref(e);
+
+	/* ... and with the operator's consent, masked */
+	e = pf_downstream_sql_error("postprocess", "22P02", echo, true);
+	CHECK_STR(json_string_value(json_object_get(e, "rawMessage")),
+			  "invalid input syntax for type numeric: \"************1111x\"");
+	CHECK(strncmp(json_string_value(json_object_get(e, "message")), "the post-processing hook", 24) == 0);
+	json_decref(e);
+
+	/* a decline a procedure raised keeps its words, masked */
+	e = pf_downstream_sql_error("legacy", "45000", "card 5500005555555559 declined", false);
+	CHECK_STR(json_string_value(json_object_get(e, "message")), "card ************5559 declined");
+	CHECK_STR(json_string_value(json_object_get(e, "class")), "declined");
+	json_decref(e);
+
+	/* an HTTP answer: its body goes, its message is masked */
+	e = json_pack("{s:s,s:s,s:s}", "code", "http_400", "message", "hook answered HTTP 400: card 4111111111111111",
+				  "body", "{\"card\":\"4111111111111111\"}");
+	pf_downstream_error_redact(e, "rejected", NULL, false);
+	CHECK_STR(json_string_value(json_object_get(e, "message")), "hook answered HTTP 400: card ************1111");
+	CHECK(json_object_get(e, "body") == NULL);
+	CHECK_STR(json_string_value(json_object_get(e, "class")), "rejected");
+	json_decref(e);
+
+	CHECK_STR(pf_downstream_log_text("22P02", echo, false, buf, sizeof(buf)),
+			  "the legacy DBMS refused a value of the request (SQLSTATE 22P02)");
+	CHECK(strstr(pf_downstream_log_text("22P02", echo, true, buf, sizeof(buf)), "4111111111111111") == NULL);
 }
 
 static void
@@ -200,7 +293,7 @@ clear_env(void)
 {
 	const char *vars[] = {"PAYFLOW_CONFIG_FILE", "PAYFLOW_LEGACY_RETRYABLE_SQLSTATES",
 		"PAYFLOW_LEGACY_PERMANENT_SQLSTATES", "PAYFLOW_LEGACY_POLL_INTERVAL_MS", "PAYFLOW_VISIBILITY_TIMEOUT",
-	"PAYFLOW_DB_CONNECTIONS", "PAYFLOW_LEGACY_MODE", NULL};
+	"PAYFLOW_DB_CONNECTIONS", "PAYFLOW_LEGACY_MODE", "PAYFLOW_RAW_ERROR_TEXT", "PAYFLOW_HAND_OVER_UNCANCELLED", NULL};
 
 	for (int i = 0; vars[i]; i++)
 		unsetenv(vars[i]);
@@ -229,6 +322,7 @@ test_settings(void)
 		CHECK(cfg.legacy_retryable_sqlstates == NULL);
 		CHECK(strstr(cfg.legacy_done_statuses, "charged") != NULL);
 		CHECK(strstr(cfg.legacy_failed_statuses, "failed") != NULL);
+		CHECK(cfg.raw_error_text == 0 && cfg.hand_over_uncancelled == 0);	/* off unless asked for */
 		pf_config_free(&cfg);
 	}
 
@@ -241,6 +335,19 @@ test_settings(void)
 		CHECK_STR(cfg.legacy_retryable_sqlstates, "P0001");
 		pf_config_free(&cfg);
 	}
+
+	setenv("PAYFLOW_RAW_ERROR_TEXT", "true", 1);
+	setenv("PAYFLOW_HAND_OVER_UNCANCELLED", "true", 1);
+	if (CHECK(pf_config_load(&cfg, payment, error, sizeof(error))))
+	{
+		CHECK(cfg.raw_error_text == 1 && cfg.hand_over_uncancelled == 1);
+		pf_config_free(&cfg);
+	}
+	setenv("PAYFLOW_RAW_ERROR_TEXT", "yes", 1);
+	CHECK(!pf_config_load(&cfg, payment, error, sizeof(error)));
+	CHECK(strstr(error, "PAYFLOW_RAW_ERROR_TEXT") != NULL);
+	unsetenv("PAYFLOW_RAW_ERROR_TEXT");
+	unsetenv("PAYFLOW_HAND_OVER_UNCANCELLED");
 
 	setenv("PAYFLOW_VISIBILITY_TIMEOUT", "1", 1);
 	CHECK(!pf_config_load(&cfg, payment, error, sizeof(error)));
@@ -264,6 +371,8 @@ main(void)
 	test_named_sql();
 	test_sqlstate_defaults();
 	test_sqlstate_overrides();
+	test_card_masking();
+	test_downstream_errors();
 	test_json_member_text();
 	test_settings();
 	return unit_finish("test_worker_legacy");

@@ -139,6 +139,8 @@ typedef struct pf_config
 	int			webhook_allow_http;	/* 0 false, 1 true: http:// to loopback URLs */
 	char	   *invoice_authorization;	/* Authorization header value, a secret */
 	char	   *postprocess_authorization;
+	int			raw_error_text;	/* 1: downstream error texts kept, masked */
+	int			hand_over_uncancelled;	/* 1: a call deaf to its cancel loses its lease */
 } pf_config;
 
 /*

@@ -5,14 +5,19 @@
  *
  * Retryable by default: class 08 (connection), 40 (serialization failure,
  * deadlock), 53 (insufficient resources), HYT00/HYT01 (time-outs), HY008
- * (cancelled), 57014 (query cancelled, e.g. by statement_timeout), 57P01..03
- * (server shutting down), 55P03 (lock not available), HY000 (the driver's
- * "general error", usually a lost connection). Permanent by default: class
- * 22 (data), 23 (constraint), 42 (syntax, privileges), 28 (authorisation),
- * 0A, 21, 2F, 3F, 44 and P0 (P0001, a procedure's RAISE: a business
- * rejection such as a declined card). A SQLSTATE none of these name is
- * retryable: the call carried the step's idempotency key, and the
- * database's attempt limit bounds the retries.
+ * (cancelled), 57014 (query cancelled, e.g. by statement_timeout), 70100
+ * (MariaDB/MySQL: query interrupted, by KILL QUERY or max_statement_time;
+ * MariaDB's ODBC driver hands it on as HY018, also retryable),
+ * 57P01..03 (server shutting down), 55P03 (lock not available), HY000 (the
+ * driver's "general error", usually a lost connection; SQLite's driver
+ * reports most errors so). Permanent by default: class 22 (data), 23
+ * (constraint), 42 (syntax, privileges), 28 (authorisation), 0A, 21, 2F, 3F,
+ * 44, P0 (P0001, a PostgreSQL procedure's RAISE) and 45 (45000, a MariaDB or
+ * MySQL procedure's SIGNAL): a business rejection such as a declined card;
+ * and 01 (a warning raised as an error, as MariaDB's strict mode does with
+ * 01000 "data truncated"). A SQLSTATE none of these name is retryable: the
+ * call carried the step's idempotency key, and the database's attempt limit
+ * bounds the retries.
  *
  * Overrides are comma-separated SQLSTATEs (5 characters) or classes (2):
  * "P0001,XX" (PAYFLOW_LEGACY_RETRYABLE_SQLSTATES and

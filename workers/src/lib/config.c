@@ -135,6 +135,10 @@ static const setting settings[] = {
 	/* the Authorization header of the invoice API and of the HTTP hook (e.g. "Bearer <token>"), from a secret */
 	{"PAYFLOW_INVOICE_AUTHORIZATION", T_STRING, AT(invoice_authorization), NONE, NULL, true, NULL, 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_AUTHORIZATION", T_STRING, AT(postprocess_authorization), NONE, NULL, true, NULL, 0, 0, NULL},
+	/* downstream error texts echo input (card numbers): only on request, and masked (downstream_error.h) */
+	{"PAYFLOW_RAW_ERROR_TEXT", T_ENUM, AT(raw_error_text), NONE, "false", false, "false|true", 0, 0, NULL},
+	/* a call that ignores its cancel keeps the step's lease unless the operator lets it go (loop.c) */
+	{"PAYFLOW_HAND_OVER_UNCANCELLED", T_ENUM, AT(hand_over_uncancelled), NONE, "false", false, "false|true", 0, 0, NULL},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -14,9 +14,10 @@
 static const pf_sqlstate_rule default_rules[] = {
 	{"08", true}, {"40", true}, {"53", true}, {"HYT00", true}, {"HYT01", true},
 	{"HY008", true}, {"57014", true}, {"57P01", true}, {"57P02", true}, {"57P03", true},
-	{"55P03", true}, {"HY000", true},
+	{"55P03", true}, {"HY000", true}, {"70100", true}, {"HY018", true},
 	{"22", false}, {"23", false}, {"42", false}, {"28", false}, {"0A", false},
 	{"21", false}, {"2F", false}, {"3F", false}, {"44", false}, {"P0", false},
+	{"45", false}, {"01", false},
 };
 
 #define N_DEFAULT_RULES (sizeof(default_rules) / sizeof(default_rules[0]))

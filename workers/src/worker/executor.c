@@ -65,6 +65,11 @@ executor_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		wake_main(w);
 	}
+	/* an interrupt still running (a hung cancel) uses role_thread */
+	pthread_mutex_lock(&w->lock);
+	while (ex->interrupts > 0)
+		pthread_cond_wait(&w->interrupted, &w->lock);
+	pthread_mutex_unlock(&w->lock);
 	w->role->thread_cleanup(ex->role_thread);
 	ex->role_thread = NULL;
 	step_executor_cleanup(ex);

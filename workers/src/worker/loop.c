@@ -9,6 +9,15 @@
  * on one epoll descriptor that holds the eventfd executors write when a
  * job is done and the signalfd, so a finished job or a signal wakes it at
  * once; otherwise it wakes for the next heartbeat (at most a second away).
+ * Nor does it wait on a cancel: role->interrupt is a network call that may
+ * hang (a driver's SQLCancel opens a connection of its own), so it runs on
+ * a thread of its own, outside the worker lock.
+ *
+ * A call that does not return after its cancel may still be running in the
+ * DBMS. Its step keeps its lease (heartbeats go on, also past the drain
+ * time) until it returns, so no second attempt runs beside it; only with
+ * PAYFLOW_HAND_OVER_UNCANCELLED=true is it let go after WATCHDOG_GIVE_UP_MS
+ * (or the drain's grace), for another worker to take over.
  */
 #include "worker.h"
 
@@ -27,8 +36,10 @@
 
 /* A call may overrun its own time-out by this much before the watchdog cancels it. */
 #define WATCHDOG_GRACE_MS 5000
-/* A cancelled call that still does not return stops being heart-beaten after this. */
+/* A cancelled call that still does not return is said so (and handed over, if allowed) after this. */
 #define WATCHDOG_GIVE_UP_MS 30000
+/* an interrupt thread only cancels a call: a driver's cancel may open a connection */
+#define INTERRUPT_STACK_BYTES (256 * 1024)
 /* After the drain time, how long cancelled calls get to return. */
 #define ABANDON_GRACE_MS 5000
 /* How long an exit waits for deletes and visibility changes in flight. */
@@ -57,6 +68,7 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len)
 	w->signal_fd = signal_fd;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->work, NULL);
+	pthread_cond_init(&w->interrupted, NULL);
 	pf_config_load_or_exit(&w->cfg, "payflow-worker", PF_PROGRAM_WORKER | role->program);
 	w->role = role;
 	w->concurrency = w->cfg.concurrency;
@@ -135,6 +147,7 @@ worker_destroy(worker *w)
 	if (w->epoll_fd >= 0)
 		close(w->epoll_fd);
 	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->interrupted);
 	pthread_mutex_destroy(&w->lock);
 	pf_config_free(&w->cfg);
 	free(w);
@@ -235,6 +248,68 @@ collect_done(worker *w)
 	free(rel);
 }
 
+/* ---- interrupts, off the main thread ---- */
+
+typedef struct interrupt_request
+{
+	worker	   *w;
+	executor   *ex;
+} interrupt_request;
+
+static void *
+interrupt_main(void *arg)
+{
+	interrupt_request *r = arg;
+	worker	   *w = r->w;
+
+	w->role->interrupt(r->ex->role_thread);
+	pthread_mutex_lock(&w->lock);
+	r->ex->interrupts--;
+	pthread_cond_broadcast(&w->interrupted);
+	pthread_mutex_unlock(&w->lock);
+	free(r);
+	return NULL;
+}
+
+/*
+ * Under the lock: take ex as a target unless an interrupt of it is still in
+ * flight (a hung cancel: another would only queue behind it).
+ */
+static bool
+interrupt_target(executor *ex, executor **targets, int *n)
+{
+	if (ex->interrupts > 0)
+		return false;
+	ex->interrupts++;
+	targets[(*n)++] = ex;
+	return true;
+}
+
+/* After the lock: interrupt each target on a detached thread of its own. */
+static void
+interrupt_targets(worker *w, executor **targets, int n)
+{
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, INTERRUPT_STACK_BYTES);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (int i = 0; i < n; i++)
+	{
+		interrupt_request *r = pf_calloc(1, sizeof(*r));
+		pthread_t	t;
+
+		r->w = w;
+		r->ex = targets[i];
+		if (pthread_create(&t, &attr, interrupt_main, r) != 0)
+		{
+			pf_log_warn(NULL, "cannot start a thread to cancel a call: cancelling it from the main loop");
+			interrupt_main(r);
+		}
+	}
+	pthread_attr_destroy(&attr);
+}
+
 /* ---- heartbeats ---- */
 
 static void
@@ -311,10 +386,16 @@ heartbeat(worker *w)
 	free(claimed);
 }
 
-/* Cancel calls that outlive their time-out; give up on those that ignore it. */
+/*
+ * Cancel calls that outlive their time-out. One that ignores its cancel
+ * keeps its lease, unless the operator lets such calls go.
+ */
 static void
 watchdog(worker *w, int64_t now)
 {
+	executor  **targets = pf_calloc((size_t) w->n_held + 1, sizeof(*targets));
+	int			n = 0;
+
 	pthread_mutex_lock(&w->lock);
 	for (int i = 0; i < w->n_held; i++)
 	{
@@ -328,16 +409,29 @@ watchdog(worker *w, int64_t now)
 		{
 			j->interrupted = true;
 			pf_log_warn(&ids, "a call outlived its time-out by %d s: cancelling it", WATCHDOG_GRACE_MS / 1000);
-			w->role->interrupt(j->ex->role_thread);
+			interrupt_target(j->ex, targets, &n);
 		}
-		else if (!j->renewals_stopped && now >= j->call_deadline_ms + WATCHDOG_GRACE_MS + WATCHDOG_GIVE_UP_MS)
+		else if (!j->renewals_stopped && !j->kept_leased &&
+				 now >= j->call_deadline_ms + WATCHDOG_GRACE_MS + WATCHDOG_GIVE_UP_MS)
 		{
-			j->renewals_stopped = true;
-			pf_log_error(&ids, "a cancelled call does not return: no more heartbeats for it, "
-						 "so another worker can take the step over once its lease expires");
+			if (w->cfg.hand_over_uncancelled)
+			{
+				j->renewals_stopped = true;
+				pf_log_error(&ids, "a cancelled call does not return: no more heartbeats for it, so another "
+							 "worker can take the step over once its lease expires "
+							 "(PAYFLOW_HAND_OVER_UNCANCELLED=true)");
+			}
+			else
+			{
+				j->kept_leased = true;
+				pf_log_error(&ids, "a cancelled call does not return: it may still run in the DBMS, so its step "
+							 "stays leased until it does (PAYFLOW_HAND_OVER_UNCANCELLED=true would hand it over)");
+			}
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
+	interrupt_targets(w, targets, n);
+	free(targets);
 }
 
 /* ---- signals and drain ---- */
@@ -418,7 +512,9 @@ drain_progress(worker *w, int64_t now)
 
 	if (now >= w->drain_deadline_ms && w->abandon_deadline_ms == 0)
 	{
+		executor  **targets = pf_calloc((size_t) w->n_held + 1, sizeof(*targets));
 		int			n = 0;
+		int			n_targets = 0;
 
 		w->abandon_deadline_ms = now + ABANDON_GRACE_MS;
 		pthread_mutex_lock(&w->lock);
@@ -429,11 +525,22 @@ drain_progress(worker *w, int64_t now)
 			if (j->finished || j->ex == NULL)
 				continue;
 			j->stop = STOP_SHUTDOWN;
-			w->role->interrupt(j->ex->role_thread);
+			interrupt_target(j->ex, targets, &n_targets);
 			n++;
 		}
 		pthread_mutex_unlock(&w->lock);
+		interrupt_targets(w, targets, n_targets);
+		free(targets);
 		pf_log_warn(NULL, "drain time over: cancelling %d step(s) still running", n);
+	}
+	else if (w->abandon_deadline_ms != 0 && now >= w->abandon_deadline_ms && !w->stuck &&
+			 !w->cfg.hand_over_uncancelled)
+	{
+		/* their calls may still run in the DBMS: keep their leases until they return */
+		pf_log_error(NULL, "%d step(s) did not return after their cancel: waiting for them, their leases renewed, "
+					 "as their calls may still run in the DBMS (a second SIGTERM exits at once; "
+					 "PAYFLOW_HAND_OVER_UNCANCELLED=true would release them)", w->n_held);
+		w->abandon_deadline_ms = INT64_MAX;
 	}
 	else if (w->abandon_deadline_ms != 0 && now >= w->abandon_deadline_ms && !w->stuck)
 	{

@@ -11,8 +11,9 @@
  *		:legacy_ref			(status statement only) the job to poll
  *
  * blocking (PAYFLOW_LEGACY_CALL): one call with SQL_ATTR_QUERY_TIMEOUT =
- * PAYFLOW_LEGACY_TIMEOUT; the main thread cancels it (SQLCancel) when it
- * overruns that or when the drain time is over.
+ * PAYFLOW_LEGACY_TIMEOUT, or payflow's own time-out where the driver does
+ * not enforce that (odbc.h); the main thread also cancels it (SQLCancel)
+ * when it overruns that or when the drain time is over.
  *
  * submit-poll (PAYFLOW_LEGACY_SUBMIT, PAYFLOW_LEGACY_STATUS): the submit's
  * legacy_ref is saved with the step (payflow.save_step_ref) before the
@@ -25,7 +26,22 @@
  * (PAYFLOW_LEGACY_LOOKUP) asks whether an attempt whose outcome is unknown
  * (timed out, connection lost, worker killed) did charge: a row completes
  * the step with it. The first row of a statement becomes the step result.
- * Failures are classified by SQLSTATE (sqlstate_rules.h).
+ * Failures are classified by SQLSTATE (sqlstate_rules.h) and their texts
+ * redacted (downstream_error.h) before anything logs or stores them.
+ *
+ * A call whose answer does not say whether it charged (no row, a failure
+ * after the DBMS answered, a submit without legacy_ref) is never a plain
+ * failure: the look-up decides when there is one (a charge found completes
+ * the step; none found is retried with the same key), else the step ends
+ * with the code outcome_unknown (fail_step with retryable = false: FAILED,
+ * and a dead letter for reconciliation; the client must not resubmit).
+ *
+ * At start-up (or at the first connection, if the DBMS cannot be reached
+ * then) the worker asks the driver whether it enforces the query time-out,
+ * logging a refusal once, and what the statements return: one that the
+ * driver says returns no result set is refused unless it is a procedure
+ * call (whose result no driver knows before running it), or the call with a
+ * look-up configured to read its outcome.
  */
 #include "worker.h"
 
@@ -36,12 +52,14 @@
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
+#include "payflow/downstream_error.h"
 #include "payflow/json_text.h"
 #include "payflow/named_sql.h"
 #include "payflow/odbc.h"
 #include "payflow/sqlstate_rules.h"
 
 #define DETAILS_PREFIX "details."
+#define OUTCOME_UNKNOWN "outcome_unknown"
 
 typedef struct statement
 {
@@ -67,6 +85,12 @@ typedef struct payment_role_state
 	pf_sqlstate_rules rules;
 	word_list	done;
 	word_list	failed;
+	bool		raw_errors;		/* PAYFLOW_RAW_ERROR_TEXT */
+
+	/* the start-up check, done by the first connection that can */
+	pthread_mutex_t check_lock;
+	bool		checked;
+	char	   *bad_statement;	/* why every call is refused, or NULL */
 } payment_role_state;
 
 typedef struct payment_thread
@@ -175,7 +199,114 @@ payment_cleanup(void *role)
 	pf_sqlstate_rules_free(&ps->rules);
 	words_free(&ps->done);
 	words_free(&ps->failed);
+	pthread_mutex_destroy(&ps->check_lock);
+	free(ps->bad_statement);
 	free(ps);
+}
+
+/* ---- the start-up check ---- */
+
+/* A procedure call: no driver can tell its result before running it. */
+static bool
+is_procedure_call(const char *sql)
+{
+	while (isspace((unsigned char) *sql))
+		sql++;
+	return sql[0] == '{' ||
+		((strncasecmp(sql, "call", 4) == 0 || strncasecmp(sql, "exec", 4) == 0) &&
+		 !isalnum((unsigned char) sql[4]) && sql[4] != '_');
+}
+
+/* False with why set when the driver says st cannot give what the worker reads. */
+static bool
+check_result_shape(payment_role_state *ps, pf_odbc *odbc, const statement *st, const char *column, char *why,
+				   size_t why_len)
+{
+	char	  **names = NULL;
+	int			n = 0;
+	bool		ok = true;
+	pf_error	err;
+
+	if (!st->present)
+		return true;
+	if (pf_odbc_describe(odbc, st->sql.sql, &n, &names, &err) != PF_OK)
+	{
+		pf_log_write(PF_LOG_WARN, NULL, json_pack("{s:s,s:s}", "setting", st->setting, "sqlstate", err.code),
+					 "cannot prepare %s to check its result (%s); its first call will tell", st->setting,
+					 pf_sqlstate_class(err.code));
+		return true;
+	}
+	if (n == 0 && is_procedure_call(st->sql.sql))
+		pf_log_debug(NULL, "%s calls a procedure: its result is known only when it runs", st->setting);
+	else if (n == 0 && st == &ps->call && ps->lookup.present)
+		pf_log_warn(NULL, "%s returns no result set, the ODBC driver says: the outcome of each call is read "
+					"with PAYFLOW_LEGACY_LOOKUP", st->setting);
+	else if (n == 0)
+	{
+		snprintf(why, why_len, "invalid %s: it returns no result set, the ODBC driver says, so no call would "
+				 "tell whether it charged (its first row is the step's result)%s", st->setting,
+				 st == &ps->call ? "; make it return the charge's row, or set PAYFLOW_LEGACY_LOOKUP" : "");
+		ok = false;
+	}
+	else if (column != NULL)
+	{
+		pf_buf		list = PF_BUF_INIT;
+
+		ok = false;
+		for (int i = 0; i < n; i++)
+		{
+			ok = ok || strcmp(names[i], column) == 0;
+			pf_buf_appendf(&list, "%s%s", i ? ", " : "", names[i]);
+		}
+		if (!ok)
+			snprintf(why, why_len, "invalid %s: it returns no column %s (it returns %.200s)", st->setting, column,
+					 pf_buf_str(&list));
+		pf_buf_free(&list);
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return ok;
+}
+
+/*
+ * What the driver and the DBMS say about the settings, on a connection that
+ * works: a refused query time-out (logged once), and the statements'
+ * result shapes. False with why set for a statement that cannot work.
+ */
+static bool
+check_with_driver(payment_role_state *ps, pf_odbc *odbc, char *why, size_t why_len)
+{
+	char		said[256];
+	bool		poll = ps->cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL;
+
+	if (pf_odbc_timeout_refused(odbc, said, sizeof(said)))
+		pf_log_write(PF_LOG_WARN, NULL, json_pack("{s:s,s:i}", "driverSays", said, "timeoutSeconds",
+												  ps->cfg->legacy_timeout),
+					 "the ODBC driver does not enforce SQL_ATTR_QUERY_TIMEOUT: payflow enforces "
+					 "PAYFLOW_LEGACY_TIMEOUT itself, cancelling a call once it is due");
+	return check_result_shape(ps, odbc, poll ? &ps->submit : &ps->call, poll ? "legacy_ref" : NULL, why, why_len) &&
+		check_result_shape(ps, odbc, &ps->status, "status", why, why_len) &&
+		check_result_shape(ps, odbc, &ps->lookup, NULL, why, why_len);
+}
+
+/* At the first connection that works, if start-up could not check. */
+static void
+check_once(payment_role_state *ps, pf_odbc *odbc)
+{
+	char		why[512];
+
+	pthread_mutex_lock(&ps->check_lock);
+	if (!ps->checked && pf_odbc_connected(odbc))
+	{
+		ps->checked = true;
+		if (!check_with_driver(ps, odbc, why, sizeof(why)))
+		{
+			ps->bad_statement = pf_strdup(why);
+			pf_log_error(NULL, "%s: every payment fails without a call until the setting is fixed", why);
+		}
+	}
+	pthread_mutex_unlock(&ps->check_lock);
 }
 
 static void *
@@ -206,6 +337,31 @@ payment_init(const pf_config *cfg, char *why, size_t why_len)
 		payment_cleanup(ps);
 		return NULL;
 	}
+	ps->raw_errors = cfg->raw_error_text != 0;
+	pthread_mutex_init(&ps->check_lock, NULL);
+
+	/* one connection to check with; a DBMS that is down delays start-up by one connect attempt at most */
+	{
+		pf_odbc    *odbc = pf_odbc_create(cfg->legacy_odbc, cfg->legacy_connect_timeout);
+		pf_error	err;
+		bool		ok = true;
+
+		if (pf_odbc_connect(odbc, &err) != PF_OK)
+			pf_log_write(PF_LOG_WARN, NULL, json_pack("{s:s}", "sqlstate", err.code),
+						 "the legacy DBMS cannot be reached at start-up (%s): the driver and the statements are "
+						 "checked at the first connection", pf_sqlstate_class(err.code));
+		else
+		{
+			ps->checked = true;
+			ok = check_with_driver(ps, odbc, why, why_len);
+		}
+		pf_odbc_destroy(odbc);
+		if (!ok)
+		{
+			payment_cleanup(ps);
+			return NULL;
+		}
+	}
 	return ps;
 }
 
@@ -235,7 +391,10 @@ payment_thread_cleanup(void *thread)
 static void
 payment_interrupt(void *thread)
 {
-	pf_odbc_cancel(((payment_thread *) thread)->odbc);
+	pf_error	err;
+
+	/* a failure is logged by the connection, which is closed after the call */
+	(void) pf_odbc_cancel(((payment_thread *) thread)->odbc, &err);
 }
 
 /* ---- calls ---- */
@@ -286,29 +445,37 @@ bind_values(const statement *st, const step_run *run, const char *legacy_ref, ch
 
 static pf_result
 legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *legacy_ref, json_t **row,
-			pf_error *err)
+			pf_odbc_call_info *info, pf_error *err)
 {
+	payment_role_state *ps = pt->role;
 	int			n = st->sql.n_params;
 	char	  **values = pf_calloc((size_t) (n > 0 ? n : 1), sizeof(char *));
-	int			timeout_s = pt->role->cfg->legacy_timeout;
+	int			timeout_s = ps->cfg->legacy_timeout;
 	int64_t		started = pf_now_ms();
 	pf_result	r;
 
 	*row = NULL;
+	memset(info, 0, sizeof(*info));
 	if (step_stop_requested(run) != STOP_NONE)
 		r = pf_error_set(err, PF_ERR_FINAL, "HY008", "the step was stopped before its %s call", st->what);
 	else
 		r = bind_values(st, run, legacy_ref, values, err);
+	if (r == PF_OK && !ps->checked && pf_odbc_connect(pt->odbc, err) == PF_OK)
+		check_once(ps, pt->odbc);
+	if (r == PF_OK && ps->bad_statement != NULL)
+		r = pf_error_set(err, PF_ERR_INVALID, "invalid_statement", "%s", ps->bad_statement);
 	if (r == PF_OK)
 	{
 		bool		reused = pf_odbc_connected(pt->odbc);
 
 		/* the watchdog allows the connect too */
-		step_call_started(run, timeout_s + pt->role->cfg->legacy_connect_timeout);
-		r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, err);
-		if (r != PF_OK && reused && pf_sqlstate_is_connection_error(err->code) &&
+		step_call_started(run, timeout_s + ps->cfg->legacy_connect_timeout);
+		r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, info, err);
+		if (r != PF_OK && reused && pf_sqlstate_is_connection_error(err->code) && !info->answered &&
 			step_stop_requested(run) == STOP_NONE)
 		{
+			char		text[256];
+
 			/*
 			 * A connection that sat idle may have been dropped by the DBMS
 			 * (a restart, an idle time-out). Once more on a new one rather
@@ -316,40 +483,135 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 			 * key, so even one that did reach the DBMS is not repeated.
 			 */
 			pf_log_warn(&run->ids, "legacy connection lost (%s: %s); %s again on a new connection", err->code,
-						err->message, st->what);
-			step_call_started(run, timeout_s + pt->role->cfg->legacy_connect_timeout);
-			r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, err);
+						pf_downstream_log_text(err->code, err->message, ps->raw_errors, text, sizeof(text)),
+						st->what);
+			step_call_started(run, timeout_s + ps->cfg->legacy_connect_timeout);
+			r = pf_odbc_first_row(pt->odbc, st->sql.sql, n, (const char *const *) values, timeout_s, row, info,
+								  err);
 		}
 		step_call_finished(run);
 		for (int i = 0; i < n; i++)
 			free(values[i]);
 	}
 	free(values);
+	if (info->timed_out)
+		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:I}", "statement", st->what, "ms", (json_int_t) info->ms),
+					 "the legacy %s reached PAYFLOW_LEGACY_TIMEOUT (%d s): payflow cancelled it itself, the driver "
+					 "having no time-out", st->what, timeout_s);
+	if (info->cancel_failed)
+		pf_log_write(PF_LOG_WARN, &run->ids, json_pack("{s:s,s:I}", "statement", st->what, "ms", (json_int_t) info->ms),
+					 "the legacy %s whose cancel failed has returned; the step was kept leased meanwhile", st->what);
 	pf_log_write(PF_LOG_DEBUG, &run->ids,
-				 json_pack("{s:s,s:I,s:s,s:s*}", "statement", st->what, "ms", (json_int_t) (pf_now_ms() - started),
-						   "sqlstate", r == PF_OK ? "00000" : err->code, "legacyRef", legacy_ref),
+				 json_pack("{s:s,s:I,s:s,s:s*,s:b}", "statement", st->what, "ms", (json_int_t) (pf_now_ms() - started),
+						   "sqlstate", r == PF_OK ? "00000" : err->code, "legacyRef", legacy_ref,
+						   "ownTimeout", info->timed_out),
 				 "legacy %s %s", st->what, r == PF_OK ? "returned" : "failed");
 	return r;
+}
+
+/* run->error for a failed legacy call: code, class and a safe message (downstream_error.h). */
+static void
+set_legacy_error(payment_thread *pt, step_run *run, const statement *st, const pf_error *err, const char *legacy_ref)
+{
+	json_t	   *e = pf_downstream_sql_error("legacy", err->code, err->message, pt->role->raw_errors);
+	const char *message = json_string_value(json_object_get(e, "message"));
+	json_t	   *extra = json_pack("{s:s,s:s,s:s*}", "source", "legacy", "statement", st->what, "legacyRef", legacy_ref);
+
+	json_object_update(extra, e);
+	json_object_del(extra, "code");
+	json_object_del(extra, "message");
+	step_set_error(run, json_string_value(json_object_get(e, "code")), message, extra);
+	json_decref(e);
 }
 
 /* A failed call as the step's outcome. */
 static step_status
 call_failed(payment_thread *pt, step_run *run, const statement *st, const pf_error *err, const char *legacy_ref)
 {
-	bool		retryable;
-
 	if (step_stop_requested(run) != STOP_NONE)
 		return STEP_ABANDONED;
 	if (err->result == PF_ERR_INVALID)
 	{
+		/* payflow's own words: nothing of the DBMS in them */
 		step_set_error(run, err->code, err->message, json_pack("{s:s}", "statement", st->what));
 		return STEP_PERMANENT;
 	}
-	retryable = pf_sqlstate_is_retryable(&pt->role->rules, err->code);
-	step_set_error(run, err->code, err->message,
-				   json_pack("{s:s,s:s,s:s,s:s*}", "source", "legacy", "statement", st->what, "sqlstate", err->code,
-							 "legacyRef", legacy_ref));
-	return retryable ? STEP_RETRYABLE : STEP_PERMANENT;
+	set_legacy_error(pt, run, st, err, legacy_ref);
+	return pf_sqlstate_is_retryable(&pt->role->rules, err->code) ? STEP_RETRYABLE : STEP_PERMANENT;
+}
+
+/*
+ * The DBMS ran st but its answer does not say whether it charged (why).
+ * Never a plain failure: the look-up decides when there is one; else
+ * "outcome unknown", permanent, so fail_step writes a dead letter for
+ * reconciliation and the client is told not to resubmit.
+ */
+static step_status
+outcome_unknown(payment_thread *pt, step_run *run, const statement *st, const char *why, const char *legacy_ref)
+{
+	const statement *lookup = &pt->role->lookup;
+	pf_odbc_call_info info;
+	json_t	   *row = NULL;
+	pf_error	err;
+
+	if (step_stop_requested(run) != STOP_NONE)
+		return STEP_ABANDONED;
+	pf_log_write(PF_LOG_WARN, &run->ids, json_pack("{s:s,s:s*,s:b}", "statement", st->what, "legacyRef", legacy_ref,
+												  "lookup", lookup->present),
+				 "the legacy %s ran, but %s: it may have charged", st->what, why);
+	if (lookup->present)
+	{
+		if (legacy_exec(pt, lookup, run, NULL, &row, &info, &err) != PF_OK)
+		{
+			if (step_stop_requested(run) != STOP_NONE)
+				return STEP_ABANDONED;
+			if (pf_sqlstate_is_retryable(&pt->role->rules, err.code))
+			{
+				set_legacy_error(pt, run, lookup, &err, legacy_ref);
+				return STEP_RETRYABLE;	/* the next attempt looks up first */
+			}
+		}
+		else if (row != NULL)
+		{
+			pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:O}", "statement", st->what, "result", row),
+						 "look-up found the charge of the %s", st->what);
+			run->result = row;
+			return STEP_SUCCEEDED;
+		}
+		else
+		{
+			/* nothing charged under the key: a retry with the same key is safe */
+			step_set_error(run, "no_row", "the legacy call returned no row and the look-up found no charge; "
+						   "retried with the same idempotency key",
+						   json_pack("{s:s,s:s,s:s,s:s*}", "class", "dbms", "source", "legacy", "statement", st->what,
+									 "legacyRef", legacy_ref));
+			return STEP_RETRYABLE;
+		}
+	}
+	step_set_error(run, OUTCOME_UNKNOWN,
+				   "outcome unknown: the legacy DBMS ran the payment but did not say whether it charged; "
+				   "do not resubmit it, reconcile it with the legacy system (a dead letter holds it)",
+				   json_pack("{s:s,s:s,s:s,s:s,s:s*}", "class", OUTCOME_UNKNOWN, "source", "legacy", "statement", st->what,
+							 "reason", why, "legacyRef", legacy_ref));
+	return STEP_PERMANENT;
+}
+
+/*
+ * A call that failed: after the DBMS answered (reading its row), the work
+ * may be done, so the outcome is unknown; before, as its SQLSTATE says.
+ */
+static step_status
+exec_failed(payment_thread *pt, step_run *run, const statement *st, const pf_odbc_call_info *info,
+			const pf_error *err, const char *legacy_ref)
+{
+	char		why[128];
+
+	if (info->answered && err->result != PF_ERR_INVALID)
+	{
+		snprintf(why, sizeof(why), "reading its answer failed (SQLSTATE %s)", err->code);
+		return outcome_unknown(pt, run, st, why, legacy_ref);
+	}
+	return call_failed(pt, run, st, err, legacy_ref);
 }
 
 /*
@@ -360,12 +622,13 @@ call_failed(payment_thread *pt, step_run *run, const statement *st, const pf_err
 static step_status
 look_up_earlier_attempt(payment_thread *pt, step_run *run)
 {
+	pf_odbc_call_info info;
 	json_t	   *row;
 	pf_error	err;
 
 	if (!pt->role->lookup.present || (run->attempt <= 1 && !run->takeover))
 		return STEP_RETRYABLE;
-	if (legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &err) != PF_OK)
+	if (legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &info, &err) != PF_OK)
 		return call_failed(pt, run, &pt->role->lookup, &err, NULL);
 	if (row == NULL)
 	{
@@ -383,18 +646,16 @@ run_blocking(payment_thread *pt, step_run *run)
 {
 	const statement *call = &pt->role->call;
 	step_status s = look_up_earlier_attempt(pt, run);
+	pf_odbc_call_info info;
 	json_t	   *row;
 	pf_error	err;
 
 	if (s != STEP_RETRYABLE || run->error != NULL)
 		return s;
-	if (legacy_exec(pt, call, run, NULL, &row, &err) != PF_OK)
-		return call_failed(pt, run, call, &err, NULL);
+	if (legacy_exec(pt, call, run, NULL, &row, &info, &err) != PF_OK)
+		return exec_failed(pt, run, call, &info, &err, NULL);
 	if (row == NULL)
-	{
-		step_set_error(run, "no_row", "the legacy call returned no row", json_pack("{s:s}", "statement", "call"));
-		return STEP_PERMANENT;
-	}
+		return outcome_unknown(pt, run, call, "it returned no row", NULL);
 	run->result = row;
 	return STEP_SUCCEEDED;
 }
@@ -417,11 +678,27 @@ row_text(json_t *row, const char *column)
 	return NULL;
 }
 
+/* A legacy job that ended FAILED: its own reason (masked) is its answer to the client. */
+static step_status
+job_failed(payment_thread *pt, step_run *run, json_t *row, const char *status, const char *ref)
+{
+	const char *reason = json_string_value(json_object_get(row, "failure_reason"));
+	json_t	   *e = pf_downstream_sql_error("legacy", "45000", reason ? reason : "the legacy job failed",
+											pt->role->raw_errors);
+
+	step_set_error(run, "legacy_job_failed", json_string_value(json_object_get(e, "message")),
+				   json_pack("{s:s,s:s,s:s,s:s}", "class", "declined", "source", "legacy", "legacyRef", ref,
+							 "status", status));
+	json_decref(e);
+	return STEP_PERMANENT;
+}
+
 static step_status
 run_submit_poll(payment_thread *pt, step_run *run)
 {
 	payment_role_state *ps = pt->role;
 	char	   *ref = run->external_ref ? pf_strdup(run->external_ref) : NULL;
+	pf_odbc_call_info info;
 	int64_t		deadline;
 	json_t	   *row;
 	pf_error	err;
@@ -433,16 +710,16 @@ run_submit_poll(payment_thread *pt, step_run *run)
 		s = look_up_earlier_attempt(pt, run);
 		if (s != STEP_RETRYABLE || run->error != NULL)
 			return s;
-		if (legacy_exec(pt, &ps->submit, run, NULL, &row, &err) != PF_OK)
-			return call_failed(pt, run, &ps->submit, &err, NULL);
+		if (legacy_exec(pt, &ps->submit, run, NULL, &row, &info, &err) != PF_OK)
+			return exec_failed(pt, run, &ps->submit, &info, &err, NULL);
 		ref = row_text(row, "legacy_ref");
 		if (ref == NULL || ref[0] == '\0')
 		{
+			const char *why = row ? "its row has no legacy_ref" : "it returned no row";
+
 			free(ref);
 			json_decref(row);
-			step_set_error(run, "no_legacy_ref", "the submit returned no legacy_ref column",
-						   json_pack("{s:s}", "statement", "submit"));
-			return STEP_PERMANENT;
+			return outcome_unknown(pt, run, &ps->submit, why, NULL);
 		}
 		json_decref(row);
 		/* saved before the first poll: a worker taking over resumes this job */
@@ -466,26 +743,31 @@ run_submit_poll(payment_thread *pt, step_run *run)
 	deadline = pf_now_ms() + (int64_t) ps->cfg->legacy_timeout * 1000;
 	for (;;)
 	{
-		pf_result	r = legacy_exec(pt, &ps->status, run, ref, &row, &err);
+		pf_result	r = legacy_exec(pt, &ps->status, run, ref, &row, &info, &err);
 
 		polls++;
 		if (r != PF_OK)
 		{
-			if (step_stop_requested(run) != STOP_NONE ||
+			if (step_stop_requested(run) != STOP_NONE || info.answered ||
 				!pf_sqlstate_is_retryable(&ps->rules, err.code) || pf_now_ms() >= deadline)
 			{
-				s = call_failed(pt, run, &ps->status, &err, ref);
+				s = exec_failed(pt, run, &ps->status, &info, &err, ref);
 				free(ref);
 				return s;
 			}
-			pf_log_warn(&run->ids, "status call for %s failed (%s: %s); polling on", ref, err.code, err.message);
+			{
+				char		text[256];
+
+				pf_log_warn(&run->ids, "status call for %s failed (%s: %s); polling on", ref, err.code,
+							pf_downstream_log_text(err.code, err.message, ps->raw_errors, text, sizeof(text)));
+			}
 		}
 		else if (row == NULL)
 		{
-			step_set_error(run, "P0002", "the status statement returned no row for the legacy job",
-						   json_pack("{s:s,s:s,s:s}", "source", "legacy", "statement", "status", "legacyRef", ref));
+			/* the job was submitted: it may charge whatever the status statement says */
+			s = outcome_unknown(pt, run, &ps->status, "it returned no row for the legacy job", ref);
 			free(ref);
-			return STEP_PERMANENT;
+			return s;
 		}
 		else
 		{
@@ -501,21 +783,18 @@ run_submit_poll(payment_thread *pt, step_run *run)
 			}
 			if (words_has(&ps->failed, status))
 			{
-				const char *reason = json_string_value(json_object_get(row, "failure_reason"));
-
-				step_set_error(run, "legacy_job_failed", reason ? reason : "the legacy job failed",
-							   json_pack("{s:s,s:s,s:s,s:O}", "source", "legacy", "legacyRef", ref, "status", status,
-										 "row", row));
+				s = job_failed(pt, run, row, status, ref);
 				json_decref(row);
 				free(ref);
-				return STEP_PERMANENT;
+				return s;
 			}
 			json_decref(row);
 		}
 		if (pf_now_ms() >= deadline)
 		{
 			step_set_error(run, "HYT00", "the legacy job did not finish within PAYFLOW_LEGACY_TIMEOUT",
-						   json_pack("{s:s,s:s,s:i}", "source", "legacy", "legacyRef", ref, "polls", polls));
+						   json_pack("{s:s,s:s,s:s,s:i}", "class", "timeout", "source", "legacy", "legacyRef", ref,
+									 "polls", polls));
 			free(ref);
 			return STEP_RETRYABLE;
 		}
@@ -532,11 +811,17 @@ payment_run(void *thread, step_run *run)
 {
 	payment_thread *pt = thread;
 
+	step_status s;
+
 	/* a cancel aimed at the previous message must not hit this one */
 	pf_odbc_clear_cancel(pt->odbc);
+	pf_odbc_set_log_ids(pt->odbc, &run->ids);
 	if (pt->role->cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL)
-		return run_submit_poll(pt, run);
-	return run_blocking(pt, run);
+		s = run_submit_poll(pt, run);
+	else
+		s = run_blocking(pt, run);
+	pf_odbc_set_log_ids(pt->odbc, NULL);
+	return s;
 }
 
 const role_ops payment_role = {

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "payflow/buf.h"
+#include "payflow/downstream_error.h"
 #include "payflow/http_call.h"
 #include "payflow/http_outcome.h"
 
@@ -177,8 +178,24 @@ run_sql_hook(postprocess_thread *pt, step_run *run)
 		pf_log_warn(&run->ids, "lease lost before the hook's result could be committed: %s", err.message);
 		return STEP_ABANDONED;
 	}
-	step_set_error(run, err.code[0] ? err.code : "08006", err.message,
-				   json_pack("{s:s,s:s,s:s}", "source", "postprocess", "hook", function, "sqlstate", err.code));
+	{
+		/*
+		 * A hook's error text echoes its input: code, class and a safe
+		 * message (downstream_error.h); invoke_postprocess's own checks of
+		 * the hook ("post-processing hook … must …") keep their words.
+		 */
+		bool		own = strcmp(err.code, "22023") == 0 && strncmp(err.message, "post-processing hook ", 21) == 0;
+		json_t	   *e = pf_downstream_sql_error("postprocess", err.code[0] ? err.code : "08006", err.message,
+												pt->role->cfg->raw_error_text != 0);
+
+		if (own)
+			json_object_set_new(e, "message", json_string(err.message));
+
+		json_object_set_new(e, "source", json_string("postprocess"));
+		json_object_set_new(e, "hook", json_string(function));
+		step_set_error(run, json_string_value(json_object_get(e, "code")),
+					   json_string_value(json_object_get(e, "message")), e);
+	}
 	/* pf_pg already retried a retryable SQLSTATE a few times: the database schedules the next */
 	return r == PF_ERR_TRANSIENT || pf_pg_sqlstate_retryable(err.code) ? STEP_RETRYABLE : STEP_PERMANENT;
 }
@@ -222,6 +239,10 @@ run_http_hook(postprocess_thread *pt, step_run *run)
 	verdict = pf_http_outcome(&resp, r, &err, "postprocess", time(NULL), &answer, &error);
 	if (verdict != PF_HTTP_DONE)
 	{
+		/* the hook's own error message stays (masked); its body may echo the payment result */
+		if (resp.status > 0)
+			pf_downstream_error_redact(error, resp.status >= 500 ? "unavailable" : "rejected", NULL,
+									   pt->role->cfg->raw_error_text != 0);
 		json_decref(run->error);
 		run->error = error;
 		pf_http_response_free(&resp);

@@ -283,6 +283,7 @@ struct job
 
 	/* main thread only */
 	bool		renewals_stopped;	/* a call ignored its cancel: let the lease expire */
+	bool		kept_leased;	/* ... or not (PAYFLOW_HAND_OVER_UNCANCELLED), said once */
 };
 
 struct executor
@@ -293,6 +294,7 @@ struct executor
 	bool		started;
 	void	   *role_thread;
 	job		   *current;		/* guarded by worker.lock */
+	int			interrupts;		/* interrupts of role_thread in flight (loop.c), guarded by worker.lock */
 	void	   *store_s3;		/* lazily: S3 clients of this thread (step.c) */
 };
 
@@ -317,6 +319,7 @@ struct worker
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;		/* the queue got a job, or executors must exit */
+	pthread_cond_t interrupted;	/* an interrupt returned */
 	job		   *queue_head;
 	job		   *queue_tail;
 	job		   *done;

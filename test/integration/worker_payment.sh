@@ -15,8 +15,9 @@
 #                   gets the same charge back
 #   timed out, yet charged
 #                   the charge commits, then the call outlives
-#                   PAYFLOW_LEGACY_TIMEOUT (57014): retried by the database,
-#                   the look-up finds the charge, no second call
+#                   PAYFLOW_LEGACY_TIMEOUT (57014): the look-up, run at once,
+#                   finds the charge (in the same attempt, so even a last
+#                   attempt cannot end FAILED after charging), no second call
 #   bad payload     a request whose stored bytes no longer match their
 #                   checksum: PF005, FAILED, no legacy call
 #   poison          garbage and an unknown eventVersion: logged, left to the
@@ -132,9 +133,9 @@ pf_eq "timed out, yet charged: the call timed out (57014), then the look-up" "ch
 	"$(legacy -c "SELECT string_agg(fn || coalesce(' ' || sqlstate, ''), ',' ORDER BY call_id) FROM call_log
 				  WHERE payment_id = '$p-timeout'")"
 pf_ok "timed out, yet charged: the look-up found the charge" \
-	wk_log_has w1 "$timeout" '"look-up found the charge of an earlier attempt"'
-pf_eq "timed out, yet charged: attempt 2 completed with that charge" \
-	"2|$(legacy -c "SELECT charge_id FROM charges WHERE payment_id = '$p-timeout'")" \
+	wk_log_has w1 "$timeout" '"look-up found the charge of the call that was cut off"'
+pf_eq "timed out, yet charged: attempt 1 completed with that charge" \
+	"1|$(legacy -c "SELECT charge_id FROM charges WHERE payment_id = '$p-timeout'")" \
 	"$(q -c "SELECT attempt, result->>'charge_id' FROM payflow.steps WHERE operation_id = '$timeout' AND step_name = 'PROCESS_PAYMENT'")"
 
 dlq_count() {

@@ -34,7 +34,9 @@
  * failure: the look-up decides when there is one (a charge found completes
  * the step; none found is retried with the same key), else the step ends
  * with the code outcome_unknown (fail_step with retryable = false: FAILED,
- * and a dead letter for reconciliation; the client must not resubmit).
+ * and a dead letter for reconciliation; the client must not resubmit). A
+ * call cut off on its way (time-out, cancel, lost connection) is looked up
+ * at once too, when there is a look-up; else it is retried.
  *
  * At start-up (or at the first connection, if the DBMS cannot be reached
  * then) the worker asks the driver whether it enforces the query time-out,
@@ -597,19 +599,49 @@ outcome_unknown(payment_thread *pt, step_run *run, const statement *st, const ch
 }
 
 /*
+ * Did a call that failed this way perhaps charge? It reached the DBMS and
+ * was cut off (timed out, cancelled, interrupted, connection lost), so its
+ * work may have been done.
+ */
+static bool
+may_have_charged(const pf_odbc_call_info *info, const pf_error *err)
+{
+	const char *c = pf_sqlstate_class(err->code);
+
+	return info->executed && err->result != PF_ERR_INVALID &&
+		(strcmp(c, "timeout") == 0 || strcmp(c, "connection") == 0);
+}
+
+/*
  * A call that failed: after the DBMS answered (reading its row), the work
- * may be done, so the outcome is unknown; before, as its SQLSTATE says.
+ * may be done, so the outcome is unknown; before, as its SQLSTATE says. One
+ * cut off on its way may have charged: with a look-up, that is asked at
+ * once (a charge found completes the step), so that not even the last
+ * attempt ends as a plain failure after a charge.
  */
 static step_status
 exec_failed(payment_thread *pt, step_run *run, const statement *st, const pf_odbc_call_info *info,
 			const pf_error *err, const char *legacy_ref)
 {
+	pf_odbc_call_info lookup_info;
+	json_t	   *row = NULL;
+	pf_error	lookup_err;
 	char		why[128];
 
 	if (info->answered && err->result != PF_ERR_INVALID)
 	{
 		snprintf(why, sizeof(why), "reading its answer failed (SQLSTATE %s)", err->code);
 		return outcome_unknown(pt, run, st, why, legacy_ref);
+	}
+	if (st != &pt->role->lookup && pt->role->lookup.present && may_have_charged(info, err) &&
+		step_stop_requested(run) == STOP_NONE &&
+		legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &lookup_info, &lookup_err) == PF_OK && row != NULL)
+	{
+		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:s,s:O}", "statement", st->what, "sqlstate", err->code,
+													  "result", row),
+					 "look-up found the charge of the %s that was cut off", st->what);
+		run->result = row;
+		return STEP_SUCCEEDED;
 	}
 	return call_failed(pt, run, st, err, legacy_ref);
 }

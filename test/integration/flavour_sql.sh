@@ -243,7 +243,14 @@ pf_eq "pg_tle: the $version file again registers nothing twice" "0" "$rc"
 # (a fresh cluster: no payflow role exists yet)
 strip() {
 	pf_psql -qc "SET client_min_messages = warning" -c "DROP SCHEMA IF EXISTS payflow CASCADE" -c "SELECT cron.unschedule(jobid) FROM cron.job" >/dev/null
-	pf_psql -qc "DROP OWNED BY payflow_app, payflow_worker, payflow_admin" -c "DROP ROLE payflow_app, payflow_worker, payflow_admin" >/dev/null
+	pf_psql -qc "DO \$\$
+		DECLARE r name;
+		BEGIN
+			FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'payflow\\_%' AND rolname <> '$PF_OWNER' LOOP
+				EXECUTE format('DROP OWNED BY %I', r);
+				EXECUTE format('DROP ROLE %I', r);
+			END LOOP;
+		END \$\$" >/dev/null
 }
 with_cluster "$((BASE + 2))" sql dist strip
 fresh_sql() { with_cluster "$((BASE + 2))" sql dist pf_psql -Atq "$@"; }

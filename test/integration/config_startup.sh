@@ -48,6 +48,8 @@ base_env() {
 	esac
 	case $1 in
 		payment)
+			# as on ECS: a well-formed agent URI starts (nothing is called until a message is held)
+			echo "ECS_AGENT_URI=$NOWHERE/api/task"
 			echo "PAYFLOW_LEGACY_ODBC=Driver=PostgreSQL Unicode;Server=127.0.0.1;Port=1;PWD=odbc-pw-not-echoed"
 			echo "PAYFLOW_LEGACY_CALL=SELECT * FROM charge(:idempotency_key)" ;;
 		postprocess) echo "PAYFLOW_POSTPROCESS_FUNCTION=payflow.default_postprocess(text,jsonb)" ;;
@@ -175,6 +177,13 @@ for p in payment postprocess invoice webhook; do
 	refused "$p" PAYFLOW_CONCURRENCY PAYFLOW_CONCURRENCY=99999999999
 	refused "$p" PAYFLOW_VISIBILITY_TIMEOUT PAYFLOW_VISIBILITY_TIMEOUT=1
 	refused "$p" PAYFLOW_DRAIN_SECONDS "PAYFLOW_DRAIN_SECONDS=1.5"
+	# task scale-in protection: ECS sets ECS_AGENT_URI; a malformed one is refused, not ignored
+	refused "$p" ECS_AGENT_URI ECS_AGENT_URI=169.254.170.2/api/task
+	refused "$p" ECS_AGENT_URI "ECS_AGENT_URI=http://169.254.170.2/api/a task"
+	refused "$p" PAYFLOW_PROTECTION_MINUTES PAYFLOW_PROTECTION_MINUTES=2881
+	refused "$p" PAYFLOW_PROTECTION_MINUTES PAYFLOW_PROTECTION_MINUTES=0
+	refused "$p" PAYFLOW_PROTECTION_IDLE_SECONDS PAYFLOW_PROTECTION_IDLE_SECONDS=soon
+	refused "$p" PAYFLOW_PROTECTION_RENEW_SECONDS PAYFLOW_PROTECTION_RENEW_SECONDS=0
 done
 
 # --- the roles' own settings

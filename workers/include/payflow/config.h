@@ -141,6 +141,10 @@ typedef struct pf_config
 	char	   *postprocess_authorization;
 	int			raw_error_text;	/* 1: downstream error texts kept, masked */
 	int			hand_over_uncancelled;	/* 1: a call deaf to its cancel loses its lease */
+	char	   *ecs_agent_uri;	/* set by ECS in every task: task scale-in protection */
+	int			protection_minutes; /* ExpiresInMinutes of each protection */
+	int			protection_idle_seconds;	/* released once nothing was held this long */
+	int			protection_renew_seconds;	/* renewed when less than this is left */
 } pf_config;
 
 /*

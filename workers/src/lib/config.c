@@ -139,6 +139,11 @@ static const setting settings[] = {
 	{"PAYFLOW_RAW_ERROR_TEXT", T_ENUM, AT(raw_error_text), NONE, "false", false, "false|true", 0, 0, NULL},
 	/* a call that ignores its cancel keeps the step's lease unless the operator lets it go (loop.c) */
 	{"PAYFLOW_HAND_OVER_UNCANCELLED", T_ENUM, AT(hand_over_uncancelled), NONE, "false", false, "false|true", 0, 0, NULL},
+	/* ECS sets it in every task: the worker then protects its task from scale-in while it holds work (protection.c) */
+	{"ECS_AGENT_URI", T_URL, AT(ecs_agent_uri), NONE, NULL, false, NULL, 0, 0, NULL},
+	{"PAYFLOW_PROTECTION_MINUTES", T_INT, AT(protection_minutes), NONE, "40", false, NULL, 1, 2880, NULL},
+	{"PAYFLOW_PROTECTION_IDLE_SECONDS", T_INT, AT(protection_idle_seconds), NONE, "60", false, NULL, 0, 86400, NULL},
+	{"PAYFLOW_PROTECTION_RENEW_SECONDS", T_INT, AT(protection_renew_seconds), NONE, "300", false, NULL, 1, 172800, NULL},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))

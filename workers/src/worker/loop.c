@@ -33,6 +33,7 @@
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
+#include "protection.h"
 
 /* A call may overrun its own time-out by this much before the watchdog cancels it. */
 #define WATCHDOG_GRACE_MS 5000
@@ -609,6 +610,7 @@ worker_run(worker *w)
 						   "heartbeatMs", w->heartbeat_ms, "maxReceiveCount", w->transport->max_receive_count),
 				 "payflow-worker started");
 	pf_config_warn_unknown_variables();
+	w->protection = protection_start(&w->cfg);
 
 	for (;;)
 	{
@@ -656,7 +658,10 @@ worker_run(worker *w)
 				dispatch(w, got[i]);
 		}
 		free(got);
+		protection_note(w->protection, w->n_held > 0);
 	}
+	protection_stop(w->protection);
+	w->protection = NULL;
 
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:I,s:b}", "handled", (json_int_t) w->handled, "clean", !w->stuck),
 				 "payflow-worker stopped");

@@ -31,6 +31,7 @@
  *		step.c			one message: parse, claim, input, role, complete/fail
  *		db.c			connection pool and payflow's step functions
  *		transport_sqs.c	the SQS transport
+ *		protection.c	ECS task scale-in protection while messages are held
  *		role_payment.c	the payment role: the legacy DBMS over ODBC
  *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook
  *		role_invoice.c	the invoice role: the invoice API over HTTP(S)
@@ -335,6 +336,7 @@ struct worker
 	int64_t		abandon_deadline_ms;	/* drain over: calls cancelled, waiting for them */
 	bool		stuck;			/* executors that never returned: no clean-up */
 	long		handled;		/* messages whose outcome was acted on */
+	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 
 worker	   *worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len);

@@ -40,27 +40,19 @@ body() {
 }
 
 # "FILE FROM TO" for each payflow--FROM--TO.sql with FROM at or after
-# first_sql_version, in order.
+# first_sql_version, in version order.
 update_steps() {
 	local f from to
-	for f in $(update_scripts); do
-		from=${f#payflow--}
-		to=${from#*--}
-		echo "$f ${from%%--*} ${to%.sql}"
-	done
-}
-
-# payflow--A--B.sql with A at or after first_sql_version, in order.
-update_scripts() {
-	local f from
 	for f in $(cd "$here" && ls payflow--*--*.sql 2>/dev/null | sort -V); do
 		from=${f#payflow--}
+		to=${from#*--}
 		from=${from%%--*}
 		if [ "$(printf '%s\n%s\n' "$first_sql_version" "$from" | sort -V | head -n1)" = "$first_sql_version" ]; then
-			echo "$f"
+			echo "$f $from ${to%.sql}"
 		fi
 	done
 }
+
 
 # Without the guard of the scripts PostgreSQL reads itself ("\echo Use
 # CREATE EXTENSION / ALTER EXTENSION ... \quit"): psql would quit there.

@@ -33,17 +33,25 @@ C_HOST=${PGHOST:-/tmp/payflow-cluster-$C_PORT/sock}
 BASE=${PF_FLAVOUR_TEST_PORT:-54350}
 version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/payflow.control)
 WORK=$(mktemp -d /tmp/payflow-flavour-sql.XXXXXX)
+# the clusters this test starts (with_cluster), gone before and after it
 CLUSTERS=()
-cleanup() {
+for port in "$BASE" "$((BASE + 1))" "$((BASE + 2))" "$((BASE + 3))"; do
+	CLUSTERS+=("/tmp/payflow-flavour-test-$port")
+done
+remove_clusters() {
 	local dir
 	for dir in "${CLUSTERS[@]}"; do
 		[ -f "$dir/data/postmaster.pid" ] && runuser -u postgres -- \
 			/usr/lib/postgresql/15/bin/pg_ctl -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
 		rm -rf "$dir"
 	done
+}
+cleanup() {
+	remove_clusters
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+remove_clusters
 
 make -s dist-sql >/dev/null
 dist=dist/payflow--$version.sql
@@ -67,12 +75,6 @@ with_cluster() {
 		"$@"
 	)
 }
-CLUSTERS+=(/tmp/payflow-flavour-test-$BASE /tmp/payflow-flavour-test-$((BASE + 1)) /tmp/payflow-flavour-test-$((BASE + 2)))
-for dir in "${CLUSTERS[@]}"; do
-	[ -f "$dir/data/postmaster.pid" ] && runuser -u postgres -- \
-		/usr/lib/postgresql/15/bin/pg_ctl -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
-	rm -rf "$dir"
-done
 sql() { with_cluster "$BASE" sql dist pf_psql -Atq "$@"; }
 owner_sql() { with_cluster "$BASE" sql dist pf_psql -U payflow_owner -Atq "$@"; }
 
@@ -134,7 +136,7 @@ fi
 c_psql -Atq -c "SELECT substr(name, 9), boot_val, min_val, max_val, coalesce(unit, '-') FROM pg_settings
 				 WHERE name LIKE 'payflow.%' AND name <> 'payflow.database_name' ORDER BY 1" >"$WORK/gucs-c.txt"
 sql -c "SELECT name, default_value, min_value::float8, max_value::float8, coalesce(unit, '-') FROM payflow.settings ORDER BY 1" \
-	| sed 's/|\([0-9.e+]*\)|\([0-9.e+]*\)|/|\1|\2|/' >"$WORK/gucs-sql.txt"
+	>"$WORK/gucs-sql.txt"
 # pg_settings prints reals as %g; compare numerically
 normalise() { awk -F'|' '{ printf "%s|%s|%g|%g|%s\n", $1, $2, $3, $4, $5 }' "$1"; }
 pf_eq "the settings table has the GUCs of payflow.c: names, defaults, ranges, units" \
@@ -291,7 +293,6 @@ mix() {
 	pf_psql -Atqc "CREATE EXTENSION payflow" 2>&1 | errmsg
 	pf_psql -Atqc "SELECT payflow._flavour()"
 }
-CLUSTERS+=(/tmp/payflow-flavour-test-$((BASE + 3)))
 pf_eq "CREATE EXTENSION payflow where the C-free flavour is installed: refused, which changes nothing" \
 	'payflow is already installed in this database (flavour "sql")|sql' \
 	"$(with_cluster "$((BASE + 3))" c dist mix | tr '\n' '|' | sed 's/|$//')"

@@ -15,9 +15,10 @@ OBJS = \
 	extension/src/tenant.o \
 	extension/src/token.o \
 	extension/src/transitions.o \
+	extension/src/transitions_legacy.o \
 	extension/src/wakeup.o
 
-EXTVERSION = 0.3.0
+EXTVERSION = 0.4.0
 MODULEDIR = extension
 # Released scripts install as they are; the current full script and the
 # update scripts are assembled from the shared SQL source and the C
@@ -30,6 +31,10 @@ PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
 
 # pg_regress (sql/, expected/) and isolation specs (test/isolation/)
 REGRESS := $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+# 00_setup defines the helpers every other file calls (pf_try, ...), and
+# pg_regress has no preamble: it goes first also when REGRESS names one
+# file (make installcheck REGRESS=steps, make check T=regress:steps).
+override REGRESS := $(if $(strip $(REGRESS)),00_setup $(filter-out 00_setup,$(REGRESS)))
 REGRESS_OPTS = --load-extension=payflow
 ISOLATION := $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation --load-extension=payflow
@@ -53,8 +58,9 @@ install-programs:
 else
 # Everything below runs on a fresh Debian 12 machine as root.
 .PHONY: check demo bench soak
+# make check T=NAME[,NAME...]: those tests only (test/run-checks.sh --list)
 check:
-	test/run-checks.sh
+	T="$(T)" test/run-checks.sh
 
 # make demo FLAVOUR=sql: the C-free flavour (Amazon RDS, Aurora); FLAVOUR=c, the default, the extension
 demo:
@@ -70,6 +76,7 @@ soak:
 endif
 
 FLAVOUR_SOURCES = extension/sql/payflow.sql extension/sql/assemble.sh \
+	$(filter-out extension/sql/payflow%,$(wildcard extension/sql/*.sql)) \
 	$(wildcard extension/sql/flavour-c/*.sql) $(wildcard extension/sql/flavour-sql/*.sql)
 
 # The full install script of the current version, assembled at build time

@@ -8,6 +8,12 @@ SELECT payflow._mask_card_numbers('invalid input syntax for type numeric: "41111
        payflow._mask_card_numbers('order 4111111111111112 (not Luhn), ref 1234') AS not_a_card,
        payflow._mask_card_numbers('short 411111111111') AS too_short,
        payflow._mask_card_numbers('41111111111111111111') AS twenty_digits;
+-- A UUID is no card, though its first groups may form a Luhn-valid run
+-- (1767842442884): event ids in dead-lettered bodies stay as they were;
+-- a card beside it is still masked.
+SELECT payflow._mask_card_numbers('{"eventId":"17678424-4288-4eea-b643-769411a65bd3","card":"4111111111111111"}') AS uuid_kept,
+       payflow._mask_card_numbers('93054072-5203-4e79-83fa-968e33398ecb 93054072-5203-4e79-83fa-968e33398ecb') AS uuid_twice,
+       payflow._mask_card_numbers('1767842442884') AS same_digits_alone;
 SELECT payflow._mask_card_numbers('{"message": "4111111111111111", "n": 4111111111111111, "a": ["5500005555555559"], "o": {"k": "x 4111 1111 1111 1111"}}'::jsonb) AS json;
 
 SELECT payflow.submit('rd-pay-1', '{"amount": 1}') AS op \gset

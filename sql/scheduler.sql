@@ -12,8 +12,11 @@ SELECT payflow.run_scheduler() AS idle;
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w') c;
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op1', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
 SELECT payflow.run_scheduler() AS not_due_yet;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op1';
 SELECT payflow.run_scheduler() AS retry_due;
+COMMIT;
 SELECT event_type, (body ->> 'attempt')::int AS attempt, body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS same_input
   FROM payflow.outbox WHERE operation_id = :'op1';
 SELECT status, pending_since IS NOT NULL AS waiting_for_claim FROM payflow.steps WHERE operation_id = :'op1';
@@ -22,8 +25,11 @@ SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt FROM payflow.
 
 -- op2: the worker died; its expired lease makes the step retryable at once
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op2', 'PROCESS_PAYMENT', 'dead-worker') c;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op2';
 SELECT payflow.run_scheduler() AS lease_expired;
+COMMIT;
 SELECT status, attempt, last_error ->> 'code' AS code FROM payflow.steps WHERE operation_id = :'op2';
 SELECT count(*) AS request_reemitted FROM payflow.outbox WHERE operation_id = :'op2';
 -- the dead worker, if it was only slow, may still report: nobody claimed since

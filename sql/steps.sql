@@ -44,28 +44,43 @@ SELECT s.status, s.attempt, o.status AS op_status,
 SELECT c ->> 'action' AS action, c ->> 'reason' AS reason
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-b') c;
 -- once due: run again, attempt 2
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-b') c;
+COMMIT;
 -- the backoff doubles: attempt 2 fails -> 60 s
 SELECT (f ->> 'nextAttemptAt')::timestamptz BETWEEN now() + interval '59 seconds' AND now() + interval '61 seconds' AS doubled
   FROM payflow.fail_step(:'op', 'PROCESS_PAYMENT', 'worker-b', '{"code": "08S01"}', true) f;
 -- Retry-After from the far side lengthens the delay (capped by retry_max_delay)
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-c') c;
+COMMIT;
 SELECT (f ->> 'nextAttemptAt')::timestamptz BETWEEN now() + interval '299 seconds' AND now() + interval '301 seconds' AS retry_after_honoured
   FROM payflow.fail_step(:'op', 'PROCESS_PAYMENT', 'worker-c', '{"code": "429", "retryAfterSeconds": 300}', true) f;
 
 -- an expired lease: another worker takes over, attempt + 1; the old
 -- holder's late report is refused (PF004) once the step was taken over
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-c') c;
+COMMIT;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op';
 SELECT payflow.heartbeat(:'op', 'PROCESS_PAYMENT', 'worker-c') AS expired_but_unclaimed_still_renews;
+COMMIT;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt, (c ->> 'takeover')::boolean AS takeover
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-d') c;
+COMMIT;
 SELECT * FROM pf_try(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'worker-c', '{"tx": 1}')$$, :'op'));
 SELECT payflow.heartbeat(:'op', 'PROCESS_PAYMENT', 'worker-c') AS lost;
 
@@ -124,19 +139,46 @@ UPDATE payflow.step_definitions SET max_attempts = 2 WHERE step_name = 'PROCESS_
 SELECT payflow.submit('steps-3', '{"amount": 30}') AS op3 \gset
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT', 'w') c;
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op3';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT', 'w') c;
+COMMIT;
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
 SELECT status, error ->> 'code' AS code FROM payflow.operations WHERE id = :'op3';
 SELECT (error ->> 'attemptsExhausted')::boolean AS exhausted FROM payflow.dead_letters WHERE operation_id = :'op3';
+-- ... but an attempt that may have charged (a call cut off, no look-up to
+-- ask) is retried, and the last one ends as outcome_unknown, not as HYT00
+SELECT payflow.submit('steps-3u', '{"amount": 31}') AS op3u \gset
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3u', 'PROCESS_PAYMENT', 'w') c;
+SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3u', 'PROCESS_PAYMENT', 'w',
+	'{"code": "HYT00", "message": "cut off", "outcomeUnknown": true}', true) f;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
+UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op3u';
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3u', 'PROCESS_PAYMENT', 'w') c;
+COMMIT;
+SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3u', 'PROCESS_PAYMENT', 'w',
+	'{"code": "HYT00", "message": "cut off", "outcomeUnknown": true}', true) f;
+SELECT status, error ->> 'code' AS code, error ->> 'message' LIKE '%do not resubmit%' AS says_so
+  FROM payflow.operations WHERE id = :'op3u';
+SELECT error ->> 'code' AS code, error -> 'cause' ->> 'code' AS cause, error ? 'outcomeUnknown' AS marked,
+	   (error ->> 'attemptsExhausted')::boolean AS exhausted
+  FROM payflow.dead_letters WHERE operation_id = :'op3u';
 
 -- a worker that dies on every attempt: the lease expiry at the limit fails it
 SELECT payflow.submit('steps-4', '{"amount": 40}') AS op4 \gset
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w1') c;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op4';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w2') c;
+COMMIT;
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op4';
 SELECT c ->> 'action' AS action, c ->> 'reason' AS reason FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w3') c;
+COMMIT;
 SELECT status, error ->> 'code' AS code FROM payflow.operations WHERE id = :'op4';
 UPDATE payflow.step_definitions SET max_attempts = NULL WHERE step_name = 'PROCESS_PAYMENT';
 
@@ -145,9 +187,12 @@ SELECT payflow.submit('steps-5', '{"amount": 50}') AS op5 \gset
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op5', 'PROCESS_PAYMENT', 'w1') c;
 SELECT payflow.save_step_ref(:'op5', 'PROCESS_PAYMENT', 'w1', 'LEGACY-JOB-77') AS saved;
 SELECT * FROM pf_try(format($$SELECT payflow.save_step_ref(%L, 'PROCESS_PAYMENT', 'w2', 'X')$$, :'op5'));
+-- in one transaction: the scheduler running beside the test must not act on it first
+BEGIN;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op5';
 SELECT c ->> 'externalRef' AS resumes, (c ->> 'takeover')::boolean AS takeover
   FROM payflow.claim_step(:'op5', 'PROCESS_PAYMENT', 'w2') c;
+COMMIT;
 
 -- a step whose triggering event does not exist yet
 SELECT payflow.submit('steps-6', '{"amount": 60}') AS op6 \gset

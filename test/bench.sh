@@ -20,12 +20,14 @@
 #   ROUNDS=3 SECONDS_PER_RUN=10 CLIENTS=4 TX_PER_CLIENT=300
 #   PF_BENCH_PGPORT=54339  PF_BENCH_SQL_PGPORT=54338
 #   BENCH_FLAVOURS="c sql"   (c alone: the C extension only)
-#   BENCH_PARTS="relay worker pipeline api"   the edge scripts run afterwards
+#   BENCH_PARTS="step_engine relay worker pipeline api"   the scripts run afterwards
+# Each part prints the time it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source test/bench/lib.sh
 bench_flavours "${PF_BENCH_PGPORT:-54339}" "${PF_BENCH_SQL_PGPORT:-54338}" bench
 
+bench_started=$SECONDS
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENTS=${CLIENTS:-4}
@@ -220,10 +222,13 @@ printf "%-62s %10.1f %8s\n" "payflow.metrics() with 101,000 in flight (a backlog
 # The edge processes' benchmarks, each with its own cluster and emulator:
 # this one is no longer needed and would only take memory and CPU from them.
 destroy_all
-for part in ${BENCH_PARTS-relay worker pipeline api}; do
+echo "(submit, outbox and metrics took $((SECONDS - bench_started)) s)"
+for part in ${BENCH_PARTS-step_engine relay worker pipeline api}; do
 	echo
 	echo "== test/bench/$part.sh"
+	part_started=$SECONDS
 	test/bench/$part.sh || echo "bench $part: FAILED (see above)"
+	echo "(test/bench/$part.sh took $((SECONDS - part_started)) s)"
 done
 
 # Every C-free/C figure of this run in one table (the scripts above wrote
@@ -251,3 +256,5 @@ if bench_has sql; then
 	echo "(C-free: no wake-up per commit; run_scheduler's NOTIFY from pg_cron at most once a second,"
 	echo " and the relay's fallback poll every PAYFLOW_POLL_INTERVAL_MS, 1000 ms by default)"
 fi
+echo
+echo "make bench took $((SECONDS - bench_started)) s"

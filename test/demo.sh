@@ -328,6 +328,17 @@ pf_psql -c "SELECT at, from_status, to_status, reason, actor FROM payflow.histor
 pf_psql -c "SELECT step_name, status, attempt AS attempts, last_error FROM payflow.steps WHERE operation_id = (SELECT id FROM payflow.operations WHERE payment_id = '$RETRIED') ORDER BY created_at"
 say "== payflow.metrics()"
 q -c "SELECT jsonb_pretty(payflow.metrics())"
+say "== the pipeline, one definition in the database (payflow.pipeline(), version $(q -c "SELECT payflow.pipeline() ->> 'version'"))"
+pf_psql -c "SELECT s ->> 'step' AS step, s ->> 'readyStatus' AS waits_in, s ->> 'runningStatus' AS runs_in,
+	s ->> 'doneStatus' AS done, s ->> 'requestEvent' AS request, s ->> 'destination' AS queue
+	FROM jsonb_array_elements(payflow.pipeline() -> 'steps') s"
+cat <<-'EOF'
+	add a step by SQL (as payflow_admin; new operations take the new version, those in flight finish on theirs):
+	  SELECT payflow.add_destination('risk-requests');
+	  SELECT payflow.add_step('RISK_CHECK', 'RiskCheckRequested', 'risk-requests', before_step => 'PROCESS_PAYMENT',
+	                          running_status => 'RISK_CHECKING', done_status => 'RISK_CHECKED');
+	then map risk-requests to a queue in the relay's PAYFLOW_QUEUE_URLS and run a worker for RISK_CHECK (README, "Statuses and steps")
+	EOF
 
 if [ "$KEEP" = 1 ]; then
 	say "== the stack keeps running"

@@ -2,9 +2,76 @@
 # make check: every test tier on a throwaway cluster.  Runs as root on a
 # fresh Debian 12 machine: installs what it needs, builds, starts what it
 # needs, and stops it all on exit (also on failure).
+#
+# make check T=NAME[,NAME...] runs only the named tests, with the same
+# build and cluster (names: test/run-checks.sh --list, and the README).
+#
+# A check that cannot run here says "SKIP - what: why" (pf_skip in
+# test/lib/assert.sh) instead of passing: each tier's skips are counted
+# (PF_SKIP_LOG) and listed in the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
+
+# ---- the tests by name (make check T=NAME)
+integration_names() { (cd test/integration && ls *.sh | sed 's/\.sh$//'); }
+list_names() {
+	cat <<-LIST
+	unit                  workers' C unit tests (make -C workers check)
+	emulator              the SQS/S3 emulator behind the SigV4 front
+	smoke                 workers' SQS/S3 and PostgreSQL smoke
+	fixture-legacy        the legacy DBMS fixture through psqlODBC
+	fixture-invoice       the invoice API stand-in
+	regress               every pg_regress file (sql/), then every isolation spec
+	regress:FILE          one pg_regress file, e.g. regress:steps (after 00_setup, which holds the helpers)
+	isolation:SPEC        one isolation spec of test/isolation/specs, e.g. isolation:claim_race
+	pgtap                 every pgTAP file (test/pgtap)
+	pgtap:FILE            one of them, e.g. pgtap:role_privileges
+	flavour-sql           the C-free flavour's suites (test/flavour-sql/suites.sh)
+	flavour-sql-e2e       the C-free flavour's pipeline_e2e and takeover
+	NAME                  test/integration/NAME.sh, e.g. bad_messages: $(integration_names | paste -sd' ')
+	LIST
+}
+if [ "${1:-}" = --list ]; then
+	list_names
+	exit 0
+fi
+
+# run_named NAME: the tier of that name (the full run calls these in order)
+run_named() {
+	local t=$1 arg=${1#*:}
+	case $t in
+		unit) run_tier "workers: unit tests (config, SigV4 vectors, events, clients)" make -s -C workers check ;;
+		emulator) run_tier "emulator: SQS/S3 behind the SigV4 front" test/emulator/selftest.sh ;;
+		smoke) run_tier "workers: SQS/S3 and PostgreSQL smoke" make -s -C workers smoke ;;
+		fixture-legacy) run_tier "fixture: legacy DBMS through psqlODBC" test/fixtures/legacy/selftest.sh ;;
+		fixture-invoice) run_tier "fixture: invoice API stand-in" test/fixtures/invoice-api/selftest.sh ;;
+		regress) run_tier "pg_regress + isolation" make -s installcheck ;;
+		regress:*) run_tier "pg_regress: $arg" make -s installcheck REGRESS="$arg" ISOLATION= ;;
+		isolation:*) run_tier "isolation: $arg" make -s installcheck REGRESS= ISOLATION="$arg" ;;
+		pgtap) run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/ ;;
+		pgtap:*) run_tier "pgTAP: $arg" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres "test/pgtap/$arg.sql" ;;
+		flavour-sql) run_tier "C-free flavour: pg_regress, isolation, pgTAP (plain SQL; pg_regress again via pg_tle)" test/flavour-sql/suites.sh ;;
+		flavour-sql-e2e) run_tier "C-free flavour: pipeline_e2e and worker_takeover" test/flavour-sql/integration.sh ;;
+		*) run_tier "$t" "test/integration/$t.sh" ;;
+	esac
+}
+
+# A name that names nothing stops the run before anything is installed.
+selected=()
+if [ -n "${T:-}" ]; then
+	read -r -a selected <<<"${T//,/ }"
+	for t in "${selected[@]}"; do
+		arg=${t#*:}
+		case $t in
+			unit | emulator | smoke | fixture-legacy | fixture-invoice | regress | pgtap | flavour-sql | flavour-sql-e2e) ;;
+			regress:*) [ -f "sql/$arg.sql" ] || { echo "make check: T=$t: no sql/$arg.sql" >&2; exit 2; } ;;
+			isolation:*) [ -f "test/isolation/specs/$arg.spec" ] || { echo "make check: T=$t: no test/isolation/specs/$arg.spec" >&2; exit 2; } ;;
+			pgtap:*) [ -f "test/pgtap/$arg.sql" ] || { echo "make check: T=$t: no test/pgtap/$arg.sql" >&2; exit 2; } ;;
+			*) [ -x "test/integration/$t.sh" ] || { echo "make check: T=$t names no test; the names:" >&2; list_names >&2; exit 2; } ;;
+		esac
+	done
+fi
 
 source test/lib/deps.sh
 source test/lib/cluster.sh
@@ -18,40 +85,103 @@ make -s -C workers >/dev/null
 
 # A fresh cluster per run: tests must not depend on what an earlier run left.
 pf_cluster_destroy
-trap 'pf_cluster_destroy' EXIT
+skip_dir=$(mktemp -d /tmp/payflow-check-skips.XXXXXX)
+trap 'pf_cluster_destroy; rm -rf "$skip_dir"' EXIT
 pf_cluster_start
 
 failed=0
+check_started=$SECONDS
+timings=()
+# skips_of FILE TIER: FILE's skip lines, each prefixed with its tier, into the list
+skip_lines=()
+skips_of() {
+	local line
+	[ -f "$1" ] || return 0
+	while IFS= read -r line; do
+		skip_lines+=("$2: $line")
+	done <"$1"
+}
+skip_note() {	# skip_note FILE: ", N skipped" when the tier skipped any
+	local n=0
+	[ -f "$1" ] && n=$(wc -l <"$1")
+	[ "$n" -gt 0 ] && echo ", $n skipped" || true
+}
 run_tier() {
 	local name=$1 started=$SECONDS
 	shift
 	echo "== $name"
+	export PF_SKIP_LOG=$skip_dir/tier-${#timings[@]}
 	if ! "$@"; then
 		echo "!! $name FAILED"
 		failed=1
 	fi
-	timings+=("$((SECONDS - started)) s  $name")
+	timings+=("$((SECONDS - started)) s  $name$(skip_note "$PF_SKIP_LOG")")
+	skips_of "$PF_SKIP_LOG" "$name"
+	unset PF_SKIP_LOG
 }
-timings=()
 
-run_tier "workers: unit tests (config, SigV4 vectors, events, clients)" make -s -C workers check
-run_tier "emulator: SQS/S3 behind the SigV4 front" test/emulator/selftest.sh
-run_tier "workers: SQS/S3 and PostgreSQL smoke" make -s -C workers smoke
-run_tier "fixture: legacy DBMS through psqlODBC" test/fixtures/legacy/selftest.sh
-run_tier "fixture: invoice API stand-in" test/fixtures/invoice-api/selftest.sh
-run_tier "pg_regress + isolation" make -s installcheck
-run_tier "pgTAP" pg_prove --ext .sql -d "$PF_DB" -h "$PGHOST" -p "$PGPORT" -U postgres test/pgtap/
-# The C-free flavour (dist/, for Amazon RDS and Aurora): the same suites,
-# then the edge processes against it; its own clusters and ports.
-run_tier "C-free flavour: pg_regress, isolation, pgTAP (plain SQL; pg_regress again via pg_tle)" test/flavour-sql/suites.sh
-run_tier "C-free flavour: pipeline_e2e and worker_takeover" test/flavour-sql/integration.sh
-for t in test/integration/*.sh; do
-	[ -e "$t" ] || continue
-	run_tier "$(basename "$t" .sh)" "$t"
-done
+# The deploy tiers share nothing with the rest (no cluster of the suite,
+# ports of their own: deploy_image's TLS cluster is 54366) and take the
+# longest: they run in the background beside the other tiers, their output
+# shown whole when they end.
+PARALLEL_TIERS="deploy_artifacts deploy_image"
+bg_dir=$(mktemp -d /tmp/payflow-check-bg.XXXXXX)
+bg_pids=()
+bg_names=()
+run_tier_bg() {
+	local name=$1
+	shift
+	echo "== $name (in the background)"
+	(
+		started=$SECONDS
+		rc=0
+		PF_SKIP_LOG=$bg_dir/$name.skips "$@" >"$bg_dir/$name.log" 2>&1 || rc=$?
+		echo "$rc $((SECONDS - started))" >"$bg_dir/$name.rc"
+	) &
+	bg_pids+=($!)
+	bg_names+=("$name")
+}
+collect_bg() {
+	local name rc secs
+	[ ${#bg_pids[@]} -gt 0 ] && { wait "${bg_pids[@]}" 2>/dev/null || true; }
+	for name in "${bg_names[@]}"; do
+		echo "== $name (ran in the background)"
+		cat "$bg_dir/$name.log"
+		read -r rc secs <"$bg_dir/$name.rc" || { rc=1; secs=0; }
+		if [ "$rc" != 0 ]; then
+			echo "!! $name FAILED"
+			failed=1
+		fi
+		timings+=("$secs s  $name (in the background)$(skip_note "$bg_dir/$name.skips")")
+		skips_of "$bg_dir/$name.skips" "$name"
+	done
+	rm -rf "$bg_dir"
+}
 
-echo "== time per tier"
+if [ ${#selected[@]} -gt 0 ]; then
+	for t in "${selected[@]}"; do
+		run_named "$t"
+	done
+else
+	for t in $PARALLEL_TIERS; do
+		run_tier_bg "$t" "test/integration/$t.sh"
+	done
+	for t in unit emulator smoke fixture-legacy fixture-invoice regress pgtap flavour-sql flavour-sql-e2e; do
+		run_named "$t"
+	done
+	for t in $(integration_names); do
+		[[ " $PARALLEL_TIERS " == *" $t "* ]] && continue
+		run_named "$t"
+	done
+fi
+collect_bg
+
+echo "== time per tier (the tiers: $((SECONDS - check_started)) s in all)"
 printf '%s\n' "${timings[@]}"
+if [ ${#skip_lines[@]} -gt 0 ]; then
+	echo "== skipped: ${#skip_lines[@]} check(s) did not run here"
+	printf 'SKIP - %s\n' "${skip_lines[@]}"
+fi
 
 if [ $failed -ne 0 ]; then
 	for f in regression.diffs test/isolation/output_iso/regression.diffs; do
@@ -60,4 +190,4 @@ if [ $failed -ne 0 ]; then
 	echo "make check: FAILED"
 	exit 1
 fi
-echo "make check: all tiers passed"
+echo "make check: all tiers passed$([ ${#skip_lines[@]} -gt 0 ] && echo ", ${#skip_lines[@]} check(s) skipped (listed above)" || true)"

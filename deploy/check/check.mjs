@@ -3,16 +3,18 @@
 //   node deploy/check/check.mjs [repository root]       (the npm package yaml must be resolvable:
 //                                                         PAYFLOW_DEPLOY_CHECK_MODULES=<dir>/node_modules)
 //
-// The facts come from the sources, not from a copy kept here:
-//   - the settings the programs read, their types, ranges and which program
-//     requires them: the settings table of workers/src/lib/config.c (and any
-//     other getenv() in workers/src), the program bits of config.h;
-//   - the destinations the extension emits: extension/sql/payflow.sql;
+// The facts come from the code, not from a copy kept here:
+//   - the settings each program (each worker role) reads, their types, ranges,
+//     defaults, whether secret and whether the program requires them: the
+//     programs' own `--print-settings` output (the built programs in
+//     PAYFLOW_BIN_DIR, else <root>/workers/bin);
+//   - the destinations the extension knows (payflow.destinations' seed): extension/sql/payflow.sql;
 //   - the worker's drain grace: workers/src/worker/loop.c.
-// Rules that config.c states in code (check_combinations) are restated
+// Rules that workers/src/lib/config_rules.c states in code are restated
 // below, each next to the check that uses it.
 //
 // One line per check, "ok - ..." or "not ok - ...", exit status 1 when any failed.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -55,73 +57,61 @@ const isPlaceholder = (v) => typeof v === 'string' && /^\$\{[A-Za-z][A-Za-z0-9]*
 
 // ---------------------------------------------------------------- the code's facts
 
-// Split "a, "b,c", f(x, y), d" at top-level commas.
-function splitTopLevel(s) {
-	const parts = [];
-	let depth = 0, quote = false, cur = '';
-	for (let i = 0; i < s.length; i++) {
-		const c = s[i];
-		if (quote) {
-			cur += c;
-			if (c === '\\') cur += s[++i];
-			else if (c === '"') quote = false;
-		} else if (c === '"') { quote = true; cur += c; }
-		else if (c === '(') { depth++; cur += c; }
-		else if (c === ')') { depth--; cur += c; }
-		else if (c === ',' && depth === 0) { parts.push(cur.trim()); cur = ''; }
-		else cur += c;
+// Which queue each worker role consumes (DESIGN §2; the webhook role reads operation-events).
+const roleDestination = { payment: 'payment-requests', postprocess: 'payment-completed',
+	invoice: 'invoice-requests', webhook: 'operation-events' };
+
+// What each program reads, from the program itself: `<program> --print-settings`
+// prints its settings as JSON lines (the format: workers/src/lib/config_print.c),
+// a first line about the program, then one line per setting it reads. The
+// programs are the built ones: PAYFLOW_BIN_DIR, else <root>/workers/bin.
+const binDir = path.resolve(process.env.PAYFLOW_BIN_DIR || path.join(root, 'workers', 'bin'));
+const printed = new Map();	// "payflow-worker --role invoice" -> { ok, why, program, settings: Map }
+function programSettings(program, args = []) {
+	const key = [program, ...args].join(' ');
+	if (printed.has(key)) return printed.get(key);
+	const run = spawnSync(path.join(binDir, program), [...args, '--print-settings'], { encoding: 'utf8', env: {} });
+	const out = { ok: false, why: '', program: null, settings: new Map() };
+	if (run.error || run.status !== 0) {
+		out.why = run.error ? run.error.message : `exit ${run.status}: ${(run.stderr || '').split('\n')[0]}`;
+	} else {
+		try {
+			const lines = run.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+			out.program = lines[0];
+			for (const s of lines.slice(1)) {
+				out.settings.set(s.name, s);
+				if (s.alias) out.settings.set(s.alias, s);
+			}
+			out.ok = out.program?.format === 'payflow-settings/1' && out.settings.size > 0;
+			if (!out.ok) out.why = `not payflow-settings/1 output: ${lines[0] && JSON.stringify(lines[0])}`;
+		} catch (e) {
+			out.why = `not JSON lines: ${e.message}`;
+		}
 	}
-	if (cur.trim()) parts.push(cur.trim());
-	return parts;
+	printed.set(key, out);
+	return out;
 }
-const cString = (t) => (t === 'NULL' ? null : JSON.parse(t));
-
-function programBits() {
-	const bits = {};
-	for (const m of read('workers/include/payflow/config.h').matchAll(/#define\s+(PF_PROGRAM_\w+)\s+(0x[0-9A-Fa-f]+|\([^)]*\))/g))
-		bits[m[1]] = m[2];
-	const value = (name) => {
-		const v = bits[name];
-		if (v === undefined) throw new Error(`config.h has no ${name}`);
-		if (v.startsWith('0x')) return parseInt(v, 16);
-		return v.replace(/[()]/g, '').split('|').map((x) => value(x.trim())).reduce((a, b) => a | b, 0);
-	};
-	return value;
+const programsRun = [['payflow-relay'], ['payflow-api'], ...Object.keys(roleDestination).map((r) => ['payflow-worker', ['--role', r]])];
+// every setting of every program, for facts that do not depend on the program (defaults)
+const settings = new Map();
+for (const [program, args] of programsRun) {
+	const p = programSettings(program, args);
+	ok(`${[program, ...(args || [])].join(' ')} --print-settings: its settings were read (${p.settings.size} names)`,
+		p.ok && p.settings.has('PAYFLOW_DATABASE_URL'), p.why);
+	for (const [n, s] of p.settings) settings.set(n, s);
 }
-const bit = programBits();
-
-function settingsTable() {
-	const src = read('workers/src/lib/config.c');
-	const macros = { NONE: 0, RELAY: bit('PF_PROGRAM_RELAY'), WORKER: bit('PF_PROGRAM_WORKER') };
-	const table = new Map();
-	const body = src.slice(src.indexOf('static const setting settings[]'));
-	for (const m of body.slice(0, body.indexOf('};')).matchAll(/^\s*\{("[A-Z0-9_]+".*)\},\s*$/gm)) {
-		const f = splitTopLevel(m[1]);
-		const req = f[3].split('|').map((t) => t.trim()).reduce((a, t) => a | (t in macros ? macros[t] : bit(t)), 0);
-		const s = {
-			name: cString(f[0]), type: f[1], required: req, def: cString(f[4]), secret: f[5] === 'true',
-			choices: cString(f[6]), min: Number(f[7]), max: Number(f[8]), alias: cString(f[9]),
-		};
-		table.set(s.name, s);
-		if (s.alias) table.set(s.alias, s);
-	}
-	return table;
+if (!settings.has('PAYFLOW_DATABASE_URL')) {
+	console.log(`not ok - the programs in ${binDir} printed no settings: build them (make -C workers) or set PAYFLOW_BIN_DIR`);
+	process.exit(1);
 }
-const settings = settingsTable();
-ok(`config.c: the settings table was read (${settings.size} names)`, settings.size > 20 && settings.has('PAYFLOW_DATABASE_URL'));
 
-// Names read with getenv() outside the table (PAYFLOW_CONFIG_FILE, ...).
-const getenvNames = new Set();
-for (const f of listFiles('workers/src', /\.c$/))
-	for (const m of fs.readFileSync(f, 'utf8').matchAll(/getenv\("([A-Z0-9_]+)"\)|#define\s+\w+_VAR\s+"([A-Z0-9_]+)"/g))
-		getenvNames.add(m[1] || m[2]);
-const knownVariable = (name) => settings.has(name) || getenvNames.has(name);
-
-// Destinations: in payflow.sql a destination literal directly follows the
-// event type it carries (the step_definitions rows, the _emit calls, the
-// outbox inserts): 'PaymentRequested', 'payment-requests'.
+// Destinations: the queues the database knows are the rows of
+// payflow.destinations, seeded in payflow.sql (add_destination adds more
+// at run time, each needing its queue here too); the steps are the seeded
+// rows of pipeline version 1 in payflow.step_definitions.
 const payflowSql = read('extension/sql/payflow.sql');
-const emitted = new Set([...payflowSql.matchAll(/'[A-Za-z]+'\s*,\s*'([a-z0-9]+(?:-[a-z0-9]+)+)'/g)].map((m) => m[1]));
+const seed = (table) => (payflowSql.match(new RegExp(`INSERT INTO payflow\\.${table}\\b[^;]*;`)) || [''])[0];
+const emitted = new Set([...seed('destinations').matchAll(/\(\s*'([a-z0-9]+(?:-[a-z0-9]+)+)'\s*,/g)].map((m) => m[1]));
 ok(`payflow.sql: destinations found (${[...emitted].sort().join(', ')})`, emitted.size >= 1);
 
 // The worker's exit after PAYFLOW_DRAIN_SECONDS: cancelled calls get
@@ -205,7 +195,7 @@ if (ok('deploy/aws/queues.yaml exists and parses', !!queues)) {
 	ok('queues.yaml: PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits',
 		[...queueDestinations.keys()].sort().join() === [...emitted].sort().join(),
 		`output: ${[...queueDestinations.keys()].sort()}; payflow.sql: ${[...emitted].sort()}`);
-	const visibilityDefault = Number(settings.get('PAYFLOW_VISIBILITY_TIMEOUT').def);
+	const visibilityDefault = Number(settings.get('PAYFLOW_VISIBILITY_TIMEOUT').default);
 	for (const [dest, res] of queueDestinations) {
 		const q = R[res];
 		if (!ok(`queues.yaml: ${dest} is an SQS queue`, q?.Type === 'AWS::SQS::Queue', res)) continue;
@@ -260,9 +250,6 @@ const executionRoles = new Map();	// execution role -> task definition file
 const readme = fs.existsSync(path.join(root, 'deploy/README.md')) ? read('deploy/README.md') : '';
 const documented = new Set([...readme.matchAll(placeholderRe)].map((m) => m[1]));
 
-// Which queue each worker role consumes (DESIGN §2; the webhook role reads operation-events).
-const roleDestination = { payment: 'payment-requests', postprocess: 'payment-completed',
-	invoice: 'invoice-requests', webhook: 'operation-events' };
 const secretLooking = /SECRET|PASSWORD|PASSWD|TOKEN|DATABASE_URL|ODBC|ACCESS_KEY|PRIVATE/;
 const FARGATE_MAX_STOP = 120;
 // where deploy/docker/Dockerfile puts the database server's CA bundle
@@ -271,15 +258,12 @@ const DB_CA_BUNDLE = (read('deploy/docker/Dockerfile').match(/^ENV PGSSLROOTCERT
 function programOf(c) {
 	const cmd = c.command || [];
 	const prog = path.basename(cmd[0] || '');
-	if (prog === 'payflow-relay') return { name: 'relay', bits: bit('PF_PROGRAM_RELAY'), margin: 5 };
-	if (prog === 'payflow-api') return { name: 'api', bits: bit('PF_PROGRAM_API'), margin: 5 };
+	if (prog === 'payflow-relay') return { name: 'relay', printed: programSettings(prog), margin: 5 };
+	if (prog === 'payflow-api') return { name: 'api', printed: programSettings(prog), margin: 5 };
 	if (prog === 'payflow-worker') {
 		const i = cmd.indexOf('--role');
 		const role = i >= 0 ? cmd[i + 1] : (cmd.find((a) => a.startsWith('--role=')) || '').slice(7);
-		const b = `PF_PROGRAM_${role.toUpperCase()}`;
-		let roleBit = 0;
-		try { roleBit = bit(b); } catch { /* unknown role: reported below */ }
-		return { name: `worker --role ${role}`, role, roleBit, bits: bit('PF_PROGRAM_WORKER') | roleBit, margin: workerExitMarginS };
+		return { name: `worker --role ${role}`, role, printed: programSettings(prog, ['--role', role]), margin: workerExitMarginS };
 	}
 	return null;
 }
@@ -307,7 +291,7 @@ for (const file of taskFiles) {
 		const env = new Map((c.environment || []).map((e) => [e.name, e.value]));
 		const sec = new Map((c.secrets || []).map((e) => [e.name, e.valueFrom]));
 		const given = (n) => (env.has(n) && env.get(n) !== '') || sec.has(n);
-		const value = (n) => (env.has(n) ? env.get(n) : settings.get(n)?.def ?? null);
+		const value = (n) => (env.has(n) ? env.get(n) : settings.get(n)?.default ?? null);
 
 		// secrets stay in secrets
 		const leaked = [...env.keys()].filter((n) => secretLooking.test(n) || settings.get(n)?.secret);
@@ -331,31 +315,32 @@ for (const file of taskFiles) {
 		if (!prog) continue;	// not a payflow program (the metrics publisher)
 		programsSeen.add(prog.name);
 
-		const names = [...env.keys(), ...sec.keys()];
-		const unknown = names.filter((n) => /^(PAYFLOW|AWS)_/.test(n) && !knownVariable(n));
-		ok(`${tag}: every PAYFLOW_*/AWS_* variable is one the C code reads`, unknown.length === 0, unknown.join(', '));
+		const reads = prog.printed.settings;
 		if (prog.role !== undefined)
-			ok(`${tag}: role ${prog.role} exists in config.h`, prog.roleBit !== 0);
+			ok(`${tag}: role ${prog.role} exists (payflow-worker --role ${prog.role} --print-settings)`, prog.printed.ok, prog.printed.why);
+		const names = [...env.keys(), ...sec.keys()];
+		const unknown = names.filter((n) => /^(PAYFLOW|AWS)_/.test(n) && !reads.has(n));
+		ok(`${tag}: every PAYFLOW_*/AWS_* variable is one ${prog.name} reads (--print-settings)`, unknown.length === 0, unknown.join(', '));
 
-		// what config.c requires of this program
-		const required = [...new Set([...settings.values()])].filter((s) => s.required & prog.bits).map((s) => s.name);
+		// what the program requires (its --print-settings "required")
+		const required = [...new Set([...reads.values()])].filter((s) => s.required).map((s) => s.name);
 		const missing = required.filter((n) => !given(n));
 		ok(`${tag}: every setting ${prog.name} requires is given (${required.join(', ')})`, missing.length === 0, missing.join(', '));
 
 		// literal values within the table's types and ranges
 		const badValues = [];
 		for (const [n, v] of env) {
-			const s = settings.get(n);
+			const s = reads.get(n);
 			if (!s || isPlaceholder(v) || v === '') continue;
-			if (s.type === 'T_INT' && !(/^-?\d+$/.test(v) && Number(v) >= s.min && Number(v) <= s.max)) badValues.push(`${n}=${v}`);
-			if (s.type === 'T_ENUM' && !s.choices.split('|').includes(v.toLowerCase())) badValues.push(`${n}=${v}`);
-			if (s.type === 'T_URL' && !/^https?:\/\/[^/:\s]/.test(v)) badValues.push(`${n}=${v}`);
-			if (s.type === 'T_HOST_PORT' && !/:\d+$/.test(v)) badValues.push(`${n}=${v}`);
+			if (s.type === 'integer' && !(/^-?\d+$/.test(v) && Number(v) >= s.min && Number(v) <= s.max)) badValues.push(`${n}=${v}`);
+			if (s.type === 'enum' && !s.choices.includes(v.toLowerCase())) badValues.push(`${n}=${v}`);
+			if (s.type === 'url' && !/^https?:\/\/[^/:\s]/.test(v)) badValues.push(`${n}=${v}`);
+			if (s.type === 'host:port' && !/:\d+$/.test(v)) badValues.push(`${n}=${v}`);
 		}
-		ok(`${tag}: values fit config.c's types and ranges`, badValues.length === 0, badValues.join(', '));
+		ok(`${tag}: values fit the settings' types and ranges (--print-settings)`, badValues.length === 0, badValues.join(', '));
 
-		// check_combinations() in config.c
-		const usesAws = (prog.bits & bit('PF_PROGRAM_USES_AWS')) !== 0 || value('PAYFLOW_STORE') === 's3';
+		// workers/src/lib/config_rules.c
+		const usesAws = prog.printed.program?.callsAws === true || value('PAYFLOW_STORE') === 's3';
 		if (value('PAYFLOW_STORE') === 's3')
 			ok(`${tag}: PAYFLOW_STORE=s3 comes with PAYFLOW_S3_BUCKET`, given('PAYFLOW_S3_BUCKET'));
 		if (usesAws) {
@@ -519,9 +504,9 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 	const helpers = read('extension/sql/flavour-sql/helpers.sql');
 	const settingS = (n) => Number((helpers.match(new RegExp(`\\('${n}', 'integer', 's', '(\\d+)'`)) || [])[1]);
 	const maxAttempts = Number((helpers.match(/\('max_attempts', 'integer', [^,]+, '(\d+)'/) || [])[1]);
-	const steps = [...payflowSql.matchAll(/\('(PROCESS_PAYMENT|POST_PROCESS|CREATE_INVOICE)'/g)].map((m) => m[1]);
+	const steps = [...seed('step_definitions').matchAll(/\(\s*1\s*,\s*'([A-Z][A-Z0-9_]*)'\s*,\s*\d+\s*,/g)].map((m) => m[1]);
 	const stepCount = new Set(steps).size;
-	const callS = Number(settings.get('PAYFLOW_LEGACY_TIMEOUT').def);
+	const callS = Number(settings.get('PAYFLOW_LEGACY_TIMEOUT').default);
 	const lifetimeS = stepCount * maxAttempts * (callS + settingS('retry_max_delay'));
 	const stuckS = Number(alarms.Parameters.OperationStuckThresholdSeconds.Default);
 	const retentionFailedDays = settingS('retention_failed') / 86400;

@@ -48,7 +48,9 @@ $$;
 -- Login roles of the clients; passwords are set out of band (ALTER ROLE ...
 -- PASSWORD, the value then stored in AWS Secrets Manager), never in this file.
 --
---   payflow_api                payflow-api (payflow_app: submit, status, the change feed)
+--   payflow_api                payflow-api (payflow_app: submit, status, the change feed;
+--                              payflow_console: the admin API's functions, each of which
+--                              does nothing without a valid admin key)
 --   payflow_edge_relay         payflow-relay (payflow_relay: the outbox functions only)
 --   payflow_edge_payment       payflow-worker --role payment  } payflow_step_worker: the
 --   payflow_edge_invoice       payflow-worker --role invoice  } step and payload functions
@@ -68,6 +70,8 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_api') THEN
 		CREATE ROLE payflow_api LOGIN IN ROLE payflow_app;
 	END IF;
+	-- also for logins made before the console (a second GRANT is a no-op)
+	GRANT payflow_console TO payflow_api;
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge') THEN
 		CREATE ROLE payflow_edge LOGIN IN ROLE payflow_worker;
 	END IF;

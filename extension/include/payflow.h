@@ -3,7 +3,8 @@
  *		Declarations shared by the C parts of the payflow extension.
  *
  * The SQL script holds tables and business rules; C holds what is hot or
- * needs the server's internals: operation ids, the transition table, the
+ * needs the server's internals: operation ids, the transition check (its
+ * graph derived from the pipeline definition), the
  * backoff formula, the relay wake-up, the transaction's tenant and the
  * scheduler background worker.
  */
@@ -27,6 +28,7 @@
 /* GUCs (payflow.c) */
 extern char *payflow_database_name;
 extern int	payflow_scheduler_naptime_ms;
+extern int	payflow_notify_interval_ms;
 extern int	payflow_scheduler_batch_size;
 
 /* wakeup.c: shared memory used to wake relays without NOTIFY per commit */
@@ -43,6 +45,9 @@ extern uint32 payflow_wakeup_consume(void);
 
 /* tenant.c: the tenant of the current transaction (set by authenticate) */
 extern void payflow_tenant_register_xact_callback(void);
+
+/* transitions.c: the state machine's cache and the replay permission */
+extern void payflow_transitions_register_callbacks(void);
 
 /* scheduler.c */
 extern void payflow_register_scheduler(void);

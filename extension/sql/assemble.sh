@@ -12,6 +12,10 @@
 # The shared source names two places, "--@@ flavour helpers @@" and
 # "--@@ flavour grants @@", where the flavour's helpers.sql and grants.sql
 # go.  Nothing else differs: a business rule is never written twice.
+# "--@@ include FILE @@" puts extension/sql/FILE in its place: a concern
+# kept in a file of its own (admin.sql), shared by the full script and the
+# update script of the version that brings it; "--@@ flavour include FILE
+# @@" the flavour's own FILE (the transition check: C, or its PL/pgSQL twin).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mode=${1:?usage: assemble.sh c|dist|tle VERSION}
@@ -24,13 +28,15 @@ first_sql_version=0.3.0
 # A shared source with one flavour's files in place.
 flavoured() {
 	local flavour=$1 source=$2
-	awk -v helpers="$here/flavour-$flavour/helpers.sql" -v grants="$here/flavour-$flavour/grants.sql" '
+	awk -v here="$here" -v flavour="$flavour" -v helpers="$here/flavour-$flavour/helpers.sql" -v grants="$here/flavour-$flavour/grants.sql" '
 		function include(file,   line) {
 			while ((getline line < file) > 0) print line
 			close(file)
 		}
 		$0 == "--@@ flavour helpers @@" { include(helpers); next }
 		$0 == "--@@ flavour grants @@" { include(grants); next }
+		$1 == "--@@" && $2 == "include" && $4 == "@@" && NF == 4 { include(here "/" $3); next }
+		$1 == "--@@" && $2 == "flavour" && $3 == "include" && $5 == "@@" && NF == 5 { include(here "/flavour-" flavour "/" $4); next }
 		{ print }
 	' "$source"
 }

@@ -497,7 +497,8 @@ $$;
 -- remain and the error is retryable, else the operation fails.
 -- error is {"code":…, "message":…} and may carry "retryAfterSeconds"
 -- (e.g. from an HTTP Retry-After) which lengthens the delay up to
--- retry_max_delay.
+-- retry_max_delay, and "outcomeUnknown": true when the attempt may have had
+-- its effect (then the last attempt ends the operation as outcome_unknown).
 CREATE OR REPLACE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
 								  retryable boolean)
 	RETURNS jsonb
@@ -564,6 +565,18 @@ BEGIN
 								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
 	END IF;
 
+	IF retryable AND error -> 'outcomeUnknown' = 'true'::jsonb THEN
+		-- The worker says this attempt may have had its effect (a call cut
+		-- off after the DBMS got it, that no look-up cleared up): the last
+		-- one must not end as a plain failure, or the client resubmits a
+		-- payment that may be charged.
+		error := jsonb_build_object(
+			'code', 'outcome_unknown', 'class', 'outcome_unknown',
+			'message', 'outcome unknown: the last attempt was cut off after the downstream system got it, '
+					   'so it may have charged; do not resubmit it, reconcile it with the downstream system '
+					   '(a dead letter holds it)',
+			'cause', error - 'outcomeUnknown');
+	END IF;
 	PERFORM payflow._fail_operation(o, s,
 		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
 		worker_id);

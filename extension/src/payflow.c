@@ -23,6 +23,7 @@ PG_MODULE_MAGIC;
 
 char	   *payflow_database_name = NULL;
 int			payflow_scheduler_naptime_ms = 1000;
+int			payflow_notify_interval_ms = 10;
 int			payflow_scheduler_batch_size = 1000;
 
 /* Policy settings: read from SQL through payflow._setting() */
@@ -60,6 +61,8 @@ _PG_init(void)
 	payflow_wakeup_register_xact_callback();
 	/* ... and forgets the transaction's tenant when it ends */
 	payflow_tenant_register_xact_callback();
+	/* ... and its replay permission; pipeline graphs follow DROP EXTENSION */
+	payflow_transitions_register_callbacks();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
@@ -104,6 +107,11 @@ pf_define_gucs(void)
 	DefineCustomIntVariable("payflow.scheduler_naptime",
 							"Sets the time between two runs of payflow.run_scheduler() by the background worker.",
 							NULL, &payflow_scheduler_naptime_ms, 1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("payflow.notify_interval",
+							"Sets the shortest time between two wake-up NOTIFY transactions of the background worker.",
+							"Commits that wrote the outbox or changed a status meanwhile share one NOTIFY per channel.",
+							&payflow_notify_interval_ms, 10, 0, 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("payflow.scheduler_batch_size",
 							"Sets the maximum number of rows the background worker handles per scheduler run.",

@@ -109,6 +109,8 @@ void
 payflow_scheduler_main(Datum main_arg)
 {
 	TimestampTz next_run;
+	TimestampTz last_notify = 0;
+	uint32		wake = 0;		/* PF_WAKE_* bits not yet notified */
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -125,10 +127,13 @@ payflow_scheduler_main(Datum main_arg)
 	for (;;)
 	{
 		long		timeout_ms;
-		uint32		wake;
 		TimestampTz now = GetCurrentTimestamp();
 
 		timeout_ms = TimestampDifferenceMilliseconds(now, next_run);
+		if (wake != 0)
+			timeout_ms = Min(timeout_ms,
+							 TimestampDifferenceMilliseconds(now, TimestampTzPlusMilliseconds(last_notify,
+																							   payflow_notify_interval_ms)));
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout_ms, PG_WAIT_EXTENSION);
@@ -143,15 +148,26 @@ payflow_scheduler_main(Datum main_arg)
 
 		/*
 		 * One NOTIFY per channel for all the commits that wrote the outbox
-		 * or changed a status meanwhile.
+		 * or changed a status meanwhile, both in one transaction, and at
+		 * most one such transaction per payflow.notify_interval: under load
+		 * a commit-per-wake-up would cost a transaction per step.
 		 */
-		wake = payflow_wakeup_consume();
-		if (wake & PF_WAKE_OUTBOX)
-			sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
-						0, NULL, NULL, false);
-		if (wake & PF_WAKE_STATUS)
-			sch_execute("SELECT pg_catalog.pg_notify('payflow_status', '')",
-						0, NULL, NULL, false);
+		wake |= payflow_wakeup_consume();
+		now = GetCurrentTimestamp();
+		if (wake != 0 && now >= TimestampTzPlusMilliseconds(last_notify, payflow_notify_interval_ms))
+		{
+			if ((wake & PF_WAKE_OUTBOX) && (wake & PF_WAKE_STATUS))
+				sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
+							0, NULL, NULL, false);
+			else if (wake & PF_WAKE_OUTBOX)
+				sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
+							0, NULL, NULL, false);
+			else
+				sch_execute("SELECT pg_catalog.pg_notify('payflow_status', '')",
+							0, NULL, NULL, false);
+			wake = 0;
+			last_notify = now;
+		}
 
 		now = GetCurrentTimestamp();
 		if (now >= next_run)

@@ -26,6 +26,10 @@
 //   GET /_front/visibility?since=<epoch ms>
 //       every visibility change forwarded to fauxqs since then, in the order
 //       it got them: [{"receipt","seconds","arrivedAt","heldMs"}]
+// And one for benchmarks, which count what a workload costs in requests:
+//   GET /_front/calls
+//       the requests forwarded to fauxqs since the front started, by SQS
+//       action or S3 method: {"SendMessageBatch": 12, "S3 PUT": 3, ...}
 
 import http from "node:http";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
@@ -786,6 +790,7 @@ function health(res) {
 }
 
 const holds = new Map();			// action -> {ms, count}
+const calls = new Map();			// SQS action or "S3 <method>" -> requests forwarded
 const visibilityLog = [];			// the last 10,000 visibility changes
 
 function readJson(req) {
@@ -797,10 +802,18 @@ function sendJson(res, status, value) {
 	res.end(JSON.stringify(value));
 }
 
+function sqsAction(ctx) {
+	return (ctx.headers.get("x-amz-target") ?? "").replace(/^AmazonSQS\./, "");
+}
+
+function countCall(what) {
+	calls.set(what, (calls.get(what) ?? 0) + 1);
+}
+
 // Holds the call if a test asked for it, and logs visibility changes as
 // they go on to fauxqs.
 async function beforeForward(ctx, body) {
-	const action = (ctx.headers.get("x-amz-target") ?? "").replace(/^AmazonSQS\./, "");
+	const action = sqsAction(ctx);
 	const hold = holds.get(action);
 	let heldMs = 0;
 	if (hold && hold.count > 0) {
@@ -838,6 +851,8 @@ async function handle(req, res) {
 		const since = Number(queryParam(parseQuery(rawQuery), "since") ?? 0);
 		return sendJson(res, 200, visibilityLog.filter((e) => e.arrivedAt >= since));
 	}
+	if (req.method === "GET" && rawPath === "/_front/calls")
+		return sendJson(res, 200, Object.fromEntries(calls));
 	if (req.method === "GET" && rawPath.startsWith("/_fauxqs/"))
 		return forward({ req, res, protocol: "json" }, {});
 
@@ -856,6 +871,7 @@ async function handle(req, res) {
 		const path = ctx.protocol === "json" && rawPath !== "/" ? `/${rawQuery ? `?${rawQuery}` : ""}` : undefined;
 		if (ctx.protocol === "json")
 			await beforeForward(ctx, body);
+		countCall(ctx.protocol === "json" ? sqsAction(ctx) : "query");
 		return forward(ctx, { body, path });
 	}
 
@@ -865,6 +881,7 @@ async function handle(req, res) {
 	const plan = s3BodyChecks(headers, outcome.payloadHash);
 	if (plan.error)
 		return sendRejection(ctx, plan.error);
+	countCall(`S3 ${req.method}`);
 	return forward(ctx, { checks: plan.checks });
 }
 

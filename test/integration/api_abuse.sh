@@ -21,6 +21,8 @@
 #                    JSON, once; a key that is not ASCII is 401; 1e400 is a
 #                    400 that says so; a non-ASCII X-Correlation-Id is refused
 #                    and not echoed
+#   contract         every answer, libmicrohttpd's refusals included, matches
+#                    the OpenAPI document (400, 413, 431, 501 and 505 are in it)
 set -euo pipefail
 source "$(dirname "$0")/api_common.bash"
 
@@ -33,10 +35,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # raw.py PORT SECONDS < request: the answers to bytes sent as they are, as
 # one JSON line {"responses":[{status,type,code,message,headers}],"closed":…}
 cat >"$API_DIR/raw.py" <<'PY'
-import json, socket, sys, time
+import json, os, re, socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
+sent = sys.stdin.buffer.read()
 s = socket.create_connection(("127.0.0.1", port))
-s.sendall(sys.stdin.buffer.read())
+s.sendall(sent)
 data, closed, deadline = b"", False, time.monotonic() + seconds
 while time.monotonic() < deadline:
 	s.settimeout(max(0.05, deadline - time.monotonic()))
@@ -51,6 +54,9 @@ while time.monotonic() < deadline:
 		closed = True
 		break
 	data += chunk
+# the request lines sent, to pair with the answers for the contract check
+# (api_record's format: method, path, head file, body file)
+requests = re.findall(rb"(?:^|\r\n)([A-Z]+) (\S+) HTTP/", sent)
 responses = []
 while b"\r\n\r\n" in data:
 	head, data = data.split(b"\r\n\r\n", 1)
@@ -67,6 +73,12 @@ while b"\r\n\r\n" in data:
 		r["code"], r["message"] = err["code"], err["message"]
 	except Exception:
 		r["code"] = None
+	if os.environ.get("API_EXCHANGES") and len(responses) < len(requests):
+		method, path = (x.decode("latin-1") for x in requests[len(responses)])
+		base = "%s/%d-raw-%d" % (os.environ["API_EXCHANGES"], time.time_ns() // 1000, len(responses))
+		open(base + ".headers", "wb").write(head + b"\r\n\r\n")
+		open(base + ".body", "wb").write(body)
+		open(base + ".x", "w").write("%s\n%s\n%s.headers\n%s.body\n" % (method, path, base, base))
 	responses.append(r)
 print(json.dumps({"responses": responses, "closed": closed}))
 PY
@@ -303,4 +315,8 @@ pf_ok "it still answers" api_healthy "$API_URL"
 pf_ok "logs are JSON lines" node -e '
 	for (const f of process.argv.slice(1))
 		for (const l of require("fs").readFileSync(f, "utf8").trim().split("\n")) JSON.parse(l);' "$API_DIR"/api-*.log
+
+# every answer above, the raw sockets' refusals included, against the
+# document (the slow clients get none: their connections are dropped)
+api_contract_check
 pf_done

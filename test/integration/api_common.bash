@@ -13,8 +13,18 @@
 #   api_stop PID                  SIGTERM + wait; exit status in $api_status
 #   http METHOD URL KEY [curl args...]   body in $API_DIR/body, headers in
 #                                 $API_DIR/headers, prints the status code
+#   sse URL KEY OUT [curl args...]   follows an event stream into OUT (run it with &)
 #   header NAME                   a header of the last http answer
 #   json_field FIELD              a top-level member of the last body
+#   api_contract_check [DOC]      every recorded answer against the OpenAPI document
+#
+# Every answer payflow-api gives through http, sse, metric and api_healthy
+# (and the raw sockets of api_abuse.sh, which write the same records) is
+# kept in $API_EXCHANGES; api_contract_check, the last step of each api_*.sh
+# test, validates them all against workers/console/openapi.json
+# (test/browser/openapi-check.mjs): a status the document does not give for
+# that path and method, a body that does not match its schema, a required
+# header missing, an event of a stream that does not match, fails the test.
 API_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$API_REPO"
 # shellcheck source=../lib/cluster.sh
@@ -32,6 +42,9 @@ q() { pf_psql -Atq "$@"; }
 api_init() {
 	API_DIR=$(mktemp -d "/tmp/payflow-$1.XXXXXX")
 	API_RUN=$1-$(date +%s)-$$
+	export API_EXCHANGES=$API_DIR/exchanges
+	mkdir -p "$API_EXCHANGES"
+	API_CONTRACT_CHECKED=0
 	trap 'if [ $? -eq 0 ]; then api_cleanup; else api_cleanup failed; fi' EXIT
 	[ -x "$API_BIN" ] || { echo "not ok - $API_BIN is missing (make -C workers)"; exit 1; }
 	q -c "DO \$\$ BEGIN
@@ -51,6 +64,16 @@ api_cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 	done
 	if declare -F api_test_cleanup >/dev/null; then api_test_cleanup; fi
+	# a test that records answers and ends without checking them would pass
+	# however payflow-api answered (other scripts source this file too)
+	if [ "$API_CONTRACT_CHECKED" = 0 ] && [ -z "${1:-}" ] && compgen -G "$API_EXCHANGES/*.x" >/dev/null; then
+		case ${0##*/} in
+			api_*.sh)
+				echo "not ok - the recorded answers were checked against the OpenAPI document (api_contract_check)"
+				api_status_on_exit=1 ;;
+			*) echo "# $(find "$API_EXCHANGES" -name '*.x' | wc -l) answers of payflow-api recorded, not checked (api_contract_check)" ;;
+		esac
+	fi
 	# a failure shows what the API said
 	if [ "${PF_FAILURES:-0}" -ne 0 ] || [ "${1:-}" = failed ]; then
 		for log in "$API_DIR"/api-*.log; do
@@ -64,6 +87,7 @@ api_cleanup() {
 				 WHERE tenant = '$t' AND status = 'PENDING'" -c "COMMIT" >/dev/null 2>&1 || true
 	done
 	rm -rf "$API_DIR"
+	if [ "${api_status_on_exit:-0}" != 0 ]; then exit "$api_status_on_exit"; fi
 }
 
 api_key() {
@@ -72,7 +96,7 @@ api_key() {
 	q -c "SELECT payflow.create_api_key('$tenant', '$name')"
 }
 
-api_healthy() { curl -sf -o /dev/null "$1/healthz"; }
+api_healthy() { [ "$(api_curl "$API_DIR/healthy.body" "$API_DIR/healthy.headers" GET "$1/healthz")" = 200 ]; }
 
 api_start() {
 	local name=$1 port=$2
@@ -99,12 +123,65 @@ api_stop() {
 	wait "$1" || api_status=$?
 }
 
+# api_record METHOD URL HEADERS_FILE BODY_FILE: one exchange for the
+# contract check, read when it runs (a stream's files may still grow);
+# the status is the headers' last status line, none when there was no answer
+api_record() {
+	local path=/${2#*://*/}
+	[ "$2" != "${2#*://*/}" ] || path=/
+	printf '%s\n%s\n%s\n%s\n' "$1" "$path" "$3" "$4" >"$API_EXCHANGES/${EPOCHREALTIME/./}-$BASHPID.x"
+}
+
+# api_curl BODY_FILE HEADERS_FILE METHOD URL [curl args...]: curl, the
+# exchange kept (copies: the files are written again by the next call);
+# prints the status code, returns curl's exit status
+api_curl() {
+	local body=$1 headers=$2 method=$3 url=$4 code rc=0 id
+	shift 4
+	rm -f "$body" "$headers"
+	code=$(curl -s -o "$body" -D "$headers" -w '%{http_code}' -X "$method" "$@" "$url") || rc=$?
+	if [ -s "$headers" ]; then
+		id=$API_EXCHANGES/${EPOCHREALTIME/./}-$BASHPID
+		cp "$headers" "$id.headers"
+		if [ -f "$body" ]; then cp "$body" "$id.body"; else : >"$id.body"; fi
+		api_record "$method" "$url" "$id.headers" "$id.body"
+	fi
+	printf '%s' "$code"
+	return $rc
+}
+
 http() {
 	local method=$1 url=$2 key=$3
 	shift 3
 	local auth=()
 	[ -z "$key" ] || auth=(-H "Authorization: Bearer $key")
-	curl -s -o "$API_DIR/body" -D "$API_DIR/headers" -w '%{http_code}' -X "$method" "${auth[@]}" "$@" "$url"
+	api_curl "$API_DIR/body" "$API_DIR/headers" "$method" "$url" "${auth[@]}" "$@"
+}
+
+# sse URL KEY OUT [curl args...]: the stream's events in OUT, its headers in
+# OUT.headers; returns curl's exit status (28 for -m). Run with &, $! is
+# curl itself (a kill -9 of it is a client that vanishes)
+sse() {
+	local url=$1 key=$2 out=$3
+	shift 3
+	api_record GET "$url" "$out.headers" "$out"
+	: >"$out"
+	if [ "$BASHPID" != "$$" ]; then
+		exec curl -sN -o "$out" -D "$out.headers" -H "Authorization: Bearer $key" "$@" "$url"
+	fi
+	curl -sN -o "$out" -D "$out.headers" -H "Authorization: Bearer $key" "$@" "$url"
+}
+
+# api_contract_check [DOCUMENT]: every answer recorded so far against the
+# OpenAPI document (the repository's by default); prints each mismatch
+api_contract_check() {
+	local doc=${1:-workers/console/openapi.json} out
+	API_CONTRACT_CHECKED=1
+	test/browser/install.sh >/dev/null
+	out=$(node test/browser/openapi-check.mjs "$doc" "$API_EXCHANGES" 2>&1) || true
+	{ grep -v '^openapi: ' <<<"$out" || true; } | sed 's/^/# /' | head -n 50
+	pf_eq "every answer matches the OpenAPI document ($(grep '^openapi: ' <<<"$out" | sed 's/^openapi: //'))" 0 \
+		"$(grep -vc '^openapi: ' <<<"$out" || true)"
 }
 
 header() { sed -n "s/^$1: *//Ip" "$API_DIR/headers" | tr -d '\r' | tail -1; }
@@ -126,5 +203,7 @@ post_payment() {
 
 # metric NAME_WITH_LABELS: its value on /metrics (0 when absent)
 metric() {
-	curl -s "$API_URL/metrics" | awk -v m="$1" '$1 == m { v = $2 } END { print (v == "" ? 0 : v) }'
+	api_curl "$API_DIR/metrics.body" "$API_DIR/metrics.headers" GET "$API_URL/metrics" >/dev/null || true
+	touch "$API_DIR/metrics.body"
+	awk -v m="$1" '$1 == m { v = $2 } END { print (v == "" ? 0 : v) }' "$API_DIR/metrics.body"
 }

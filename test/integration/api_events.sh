@@ -6,7 +6,8 @@
 # runs with its fallback poll at 10 minutes, so only the database's
 # NOTIFY payflow_status can have woken it. Then Last-Event-ID, many
 # concurrent clients served by ONE listening connection, and SIGTERM
-# ending open streams.
+# ending open streams. Every answer, each event of the streams, matches
+# the OpenAPI document.
 set -euo pipefail
 source "$(dirname "$0")/api_common.bash"
 
@@ -33,14 +34,14 @@ submit() {
 }
 statuses_in() { sed -n 's/^data: .*"status":"\([A-Z_]*\)".*/\1/p' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 history_of() { q -c "SELECT string_agg(to_status, ' ' ORDER BY id) FROM payflow.operation_history WHERE operation_id = '$1'"; }
-stream_has() { grep -q "\"status\":\"$2\"" "$1"; }
+stream_has() { grep -qs "\"status\":\"$2\"" "$1"; }
 
 # ---- one stream, one operation, step by step
 op=$(submit "$P-one")
-curl -sN -m 120 -H "Authorization: Bearer $KEY" -D "$API_DIR/sse.headers" "$API_URL/operations/$op/events" >"$API_DIR/one.sse" &
+sse "$API_URL/operations/$op/events" "$KEY" "$API_DIR/one.sse" -m 120 &
 stream=$!
 pf_ok "the stream opens with the operation's history so far (PENDING)" pf_wait_for 15 stream_has "$API_DIR/one.sse" PENDING
-pf_ok "Content-Type: text/event-stream" grep -qi '^content-type: text/event-stream' "$API_DIR/sse.headers"
+pf_ok "Content-Type: text/event-stream" grep -qi '^content-type: text/event-stream' "$API_DIR/one.sse.headers"
 for step in $STEPS; do
 	claim "$op" "$step"
 	running=$(q -c "SELECT status FROM payflow.operations WHERE id = '$op'")
@@ -59,7 +60,7 @@ pf_ok "event ids grow" sh -c "sed -n 's/^id: //p' '$API_DIR/one.sse' | sort -n -
 
 # ---- Last-Event-ID resumes after the given event
 third=$(sed -n 's/^id: //p' "$API_DIR/one.sse" | sed -n 3p)
-curl -sN -m 30 -H "Authorization: Bearer $KEY" -H "Last-Event-ID: $third" "$API_URL/operations/$op/events" >"$API_DIR/resume.sse"
+sse "$API_URL/operations/$op/events" "$KEY" "$API_DIR/resume.sse" -m 30 -H "Last-Event-ID: $third"
 pf_eq "Last-Event-ID: only the later events, then the end" "$(history_of "$op" | cut -d' ' -f4-)" "$(statuses_in "$API_DIR/resume.sse")"
 
 # ---- many clients, one LISTEN connection
@@ -141,7 +142,7 @@ pf_ok "the streams of vanished clients are freed" pf_wait_for 30 streams_held 0
 # ---- PostgreSQL restarts under an open stream: the hub reconnects, LISTENs
 # again, and the stream goes on (the poll is still 10 minutes away)
 op_restart=$(submit "$P-restart")
-curl -sN -m 120 -H "Authorization: Bearer $KEY" "$API_URL/operations/$op_restart/events" >"$API_DIR/restart.sse" &
+sse "$API_URL/operations/$op_restart/events" "$KEY" "$API_DIR/restart.sse" -m 120 &
 restart_stream=$!
 pf_ok "a stream follows an operation" pf_wait_for 15 stream_has "$API_DIR/restart.sse" PENDING
 pf_cluster_stop
@@ -156,7 +157,7 @@ pf_eq "... with every change once, in order" "$(history_of "$op_restart")" "$(st
 # ---- SIGTERM ends open streams and exits 0
 op_open=$(submit "$P-open")
 for i in 1 2 3; do
-	curl -sN -m 60 -H "Authorization: Bearer $KEY" "$API_URL/operations/$op_open/events" >"$API_DIR/open-$i.sse" &
+	sse "$API_URL/operations/$op_open/events" "$KEY" "$API_DIR/open-$i.sse" -m 60 &
 	eval "open_$i=\$!"
 done
 opened() { for i in 1 2 3; do stream_has "$API_DIR/open-$i.sse" PENDING || return 1; done; }
@@ -168,4 +169,6 @@ for i in 1 2 3; do
 	eval "wait \$open_$i" || rc=$?
 	pf_eq "SIGTERM: stream $i was closed cleanly" 0 "$rc"
 done
+# the curl streams' events included (the node clients' are not recorded)
+api_contract_check
 pf_done

@@ -10,6 +10,8 @@
 #   /metrics /healthz /readyz, 404/405, the pool's 503, SIGTERM drains,
 #   /readyz 503 while PostgreSQL is down and 200 again after it restarts,
 #   invalid settings stop start-up with one line, no key or details in logs
+#   contract         every answer above matches the OpenAPI document; a stricter
+#                    copy of it finds mismatches in the same answers
 set -euo pipefail
 source "$(dirname "$0")/api_common.bash"
 
@@ -171,7 +173,7 @@ exec 7>"$lock_fifo"
 echo "BEGIN; LOCK TABLE payflow.api_keys IN ACCESS EXCLUSIVE MODE;" >&7
 locked() { [ "$(q -c "SELECT count(*) FROM pg_locks WHERE relation = 'payflow.api_keys'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ]; }
 pf_ok "a session holds payflow.api_keys" pf_wait_for 10 locked
-curl -s -o "$API_DIR/slow.body" -w '%{http_code}' -H "Authorization: Bearer $KEY" "$API_URL/operations/$op1" >"$API_DIR/slow.code" &
+api_curl "$API_DIR/slow.body" "$API_DIR/slow.headers" GET "$API_URL/operations/$op1" -H "Authorization: Bearer $KEY" >"$API_DIR/slow.code" &
 slow=$!
 waiting() { [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'pf_api' AND wait_event_type = 'Lock'")" -ge 1 ]; }
 pf_ok "a request waits on the lock" pf_wait_for 10 waiting
@@ -237,4 +239,22 @@ pf_ok "logs are JSON lines" node -e '
 	for (const l of lines) JSON.parse(l);' "$API_DIR/api-main.log"
 pf_ok "the logs never hold an API key" sh -c "! grep -h -e '$KEY' -e 'pfk_' $API_DIR/api-*.log"
 pf_ok "the logs never hold details" sh -c "! grep -h -e 'card-4111' -e 'nnnnnnnn' $API_DIR/api-*.log"
+
+# ---- every answer above against the OpenAPI document, and the check can
+# fail: a stricter copy (no 409 for POST /payments, a status member and a
+# 202 header the server does not give) finds each of those in these answers
+api_contract_check
+node -e 'const fs = require("fs"), d = JSON.parse(fs.readFileSync(process.argv[1]));
+	delete d.paths["/payments"].post.responses["409"];
+	d.components.schemas.Status.required.push("settledAt");
+	d.paths["/payments"].post.responses["202"].headers["X-Request-Id"] = { required: true, schema: { type: "string" } };
+	fs.writeFileSync(process.argv[2], JSON.stringify(d));' workers/console/openapi.json "$API_DIR/stricter.json"
+stricter=$(node test/browser/openapi-check.mjs "$API_DIR/stricter.json" "$API_EXCHANGES" || true)
+pf_eq "the stricter copy: 409 undocumented, settledAt missing, X-Request-Id missing" "yes yes yes" "$(
+	for want in 'POST /payments -> 409: status 409 is not documented for POST /payments' \
+		"GET /operations/$op1 -> 200: body must have required property 'settledAt'" \
+		'POST /payments -> 202: header X-Request-Id is missing'; do
+		grep -qF "$want" <<<"$stricter" && echo yes || echo "no ($want)"
+	done | paste -sd ' ')"
+pf_ok "... and fails" sh -c "! node test/browser/openapi-check.mjs '$API_DIR/stricter.json' '$API_EXCHANGES' >/dev/null"
 pf_done

@@ -72,9 +72,9 @@ for i in 1 2 3; do
 done
 
 # a revoked key: 401 at once, and its open stream ends with an error event
-curl -sN -m 30 -H "Authorization: Bearer $KA2" "$API_URL/operations/$opA/events" >"$API_DIR/revoked.sse" &
+sse "$API_URL/operations/$opA/events" "$KA2" "$API_DIR/revoked.sse" -m 30 &
 stream=$!
-first_event() { grep -q '^event: status' "$API_DIR/revoked.sse"; }
+first_event() { grep -qs '^event: status' "$API_DIR/revoked.sse"; }
 pf_ok "A's second key follows A's operation" pf_wait_for 15 first_event
 q -c "SELECT payflow.revoke_api_key(id) FROM payflow.api_keys WHERE tenant = '$TA' AND name = 'a-second'" >/dev/null
 pf_eq "revoked key: POST 401" 401 "$(post_payment "$KA2" "$P-revoked" '{"amount": 1}')"
@@ -87,4 +87,5 @@ pf_ok "... with an unauthorized error event" grep -q '"code":"unauthorized"' "$A
 
 api_stop "$API_PID"
 pf_eq "SIGTERM: exit 0" 0 "$api_status"
+api_contract_check
 pf_done

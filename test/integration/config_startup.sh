@@ -67,7 +67,7 @@ PROGRAMS=(relay payment postprocess invoice webhook)
 if [ -x "$BIN/payflow-api" ]; then
 	PROGRAMS+=(api)
 else
-	echo "# $BIN/payflow-api is not built: its cases are skipped"
+	pf_skip "payflow-api's refusals" "$BIN/payflow-api is not built"
 fi
 
 # env_for PROGRAM CHANGE...: the base environment with changes applied,

@@ -2,8 +2,9 @@
 # deploy/ checked against the code it deploys, without AWS: every JSON and
 # YAML file parses; the CloudFormation templates reference only what they
 # declare; the queues are the destinations the extension emits; each task
-# definition gives the settings its program requires (config.c's table),
-# names no setting the C code does not read, keeps secrets in `secrets`,
+# definition gives the settings its program requires and names none it does
+# not read (both as the built program prints them: --print-settings), keeps
+# secrets in `secrets`,
 # and stops no sooner than its drain; IAM is per process and per queue;
 # the nested stacks get their parameters, services drain and scale on work
 # per task slot, alarms cover every queue and gauge (deploy/check/check.mjs).
@@ -47,6 +48,11 @@ install_yaml() {
 }
 install_yaml
 export PAYFLOW_DEPLOY_CHECK_MODULES=$cache/node_modules
+# check.mjs takes each program's settings from the program (--print-settings)
+for b in payflow-relay payflow-worker payflow-api; do
+	[ -x "workers/bin/$b" ] || make -s -C workers >/dev/null
+done
+export PAYFLOW_BIN_DIR=$REPO/workers/bin
 
 # ---- the real tree passes
 if node deploy/check/check.mjs "$REPO" >"$work/check.out" 2>&1; then
@@ -120,7 +126,7 @@ broken "database URL moved to environment" "no secret-looking variable in enviro
 	jedit deploy/ecs/payflow-relay.json "$c0.secrets=[];$c0.environment.push({name:'PAYFLOW_DATABASE_URL',value:'postgres://u:p@db/x'})"
 broken "password inside a value" "no credentials inside an environment value" \
 	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment.push({name:'PAYFLOW_INVOICE_URL',value:'https://u:hunter2@invoices.example/'})"
-broken "a setting the code does not read" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
+broken "a setting the code does not read" "every PAYFLOW_\*/AWS_\* variable is one worker --role payment reads" \
 	jedit deploy/ecs/payflow-worker-payment.json "$c0.environment.push({name:'PAYFLOW_LEGACY_TIMEOUT_SECONDS',value:'60'})"
 broken "required setting missing" "every setting worker --role invoice requires is given" \
 	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment=$c0.environment.filter(e=>e.name!=='PAYFLOW_INVOICE_URL')"
@@ -132,7 +138,7 @@ broken "drain raised past what ECS allows" "stopTimeout within Fargate's 120 s" 
 	jedit deploy/ecs/payflow-worker-payment.json "$c0.stopTimeout=300"
 broken "worker on another role's queue" "PAYFLOW_QUEUE_URL is the invoice-requests queue's URL output" \
 	jedit deploy/ecs/payflow-worker-invoice.json "$c0.environment.find(e=>e.name==='PAYFLOW_QUEUE_URL').value='\${PaymentRequestsQueueUrl}'"
-broken "concurrency out of range" "values fit config.c's types and ranges" \
+broken "concurrency out of range" "values fit the settings' types and ranges" \
 	jedit deploy/ecs/payflow-worker-webhook.json "$c0.environment.push({name:'PAYFLOW_CONCURRENCY',value:'0'})"
 broken "api listening on loopback" "PAYFLOW_LISTEN reachable from outside the container" \
 	jedit deploy/ecs/payflow-api.json "$c0.environment.find(e=>e.name==='PAYFLOW_LISTEN').value='127.0.0.1:8080'"
@@ -145,7 +151,7 @@ broken "short-form !Ref in a template" "queues.yaml parses as plain YAML" \
 broken "queue renamed away from its destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
 	sed -i 's/invoice-requests=\${InvoiceRequestsQueue}/invoices=${InvoiceRequestsQueue}/' deploy/aws/queues.yaml
 broken "the extension emits a new destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
-	sed -i "0,/'OperationFailed', 'operation-events'/s//'OperationFailed', 'operation-failures'/" extension/sql/payflow.sql
+	sed -i "0,/('operation-events', 'the terminal events/s//('operation-failures', 'the terminal events/" extension/sql/payflow.sql
 broken "DLQ without SSE" "invoice-requests: SSE" \
 	sed -i '/InvoiceRequestsDeadLetterQueue:/,/RedriveAllowPolicy/s/SqsManagedSseEnabled: true/SqsManagedSseEnabled: false/' deploy/aws/queues.yaml
 broken "a typo in a Fn::GetAtt" "every Ref, Fn::GetAtt" \
@@ -185,8 +191,25 @@ broken "a nested stack missing a parameter" "IamStack gets every parameter its t
 	sed -i '/^  IamStack:/,/^  TasksStack:/{/^        LegacyOdbcSecretArn:/,+2d}' deploy/aws/payflow.yaml
 broken "a parameter without a constraint naming it" "ConstraintDescription starts with its name" \
 	sed -i 's/ConstraintDescription: "LegacyCidr: /ConstraintDescription: "/' deploy/aws/network.yaml
-broken "the config table drops a setting" "every PAYFLOW_\*/AWS_\* variable is one the C code reads" \
-	sed -i '/{"PAYFLOW_RELAY_IN_FLIGHT"/d' workers/src/lib/config.c
+# the facts come from the programs themselves: copies of them that print what
+# the change would make them print (a relay that no longer reads a setting its
+# task gives; a webhook worker that now requires one its task does not give)
+mkdir -p "$work/bin-broken"
+cp workers/bin/payflow-api "$work/bin-broken/"
+cat >"$work/bin-broken/payflow-relay" <<-EOF
+	#!/bin/sh
+	"$REPO/workers/bin/payflow-relay" "\$@" | grep -v '"name":"PAYFLOW_RELAY_IN_FLIGHT"'
+EOF
+cat >"$work/bin-broken/payflow-worker" <<-EOF
+	#!/bin/sh
+	"$REPO/workers/bin/payflow-worker" "\$@" | sed 's/^\({"name":"PAYFLOW_DB_CONNECTIONS",.*"required":\)false/\1true/'
+EOF
+chmod +x "$work/bin-broken/payflow-relay" "$work/bin-broken/payflow-worker"
+PAYFLOW_BIN_DIR=$work/bin-broken broken "the relay stops reading a setting its task gives" \
+	"payflow-relay.json: every PAYFLOW_\*/AWS_\* variable is one relay reads" true
+PAYFLOW_BIN_DIR=$work/bin-broken broken "a setting becomes required" \
+	"payflow-worker-webhook.json: every setting worker --role webhook requires is given (PAYFLOW_DATABASE_URL, PAYFLOW_QUEUE_URL, PAYFLOW_DB_CONNECTIONS)" true
+PAYFLOW_BIN_DIR=$work/no-programs broken "no programs to ask" "printed no settings" true
 
 # ---- the real tools fail on broken copies too
 # broken_tool NAME EXPECTED-OUTPUT-PATTERN CHECK-COMMAND -- EDIT-COMMAND...: the check
@@ -328,7 +351,7 @@ if [ -x workers/bin/payflow-relay ] && [ -x workers/bin/payflow-worker ] && [ -x
 	pf_ok "... naming the setting" grep -q 'missing PAYFLOW_QUEUE_URLS' "$work/relay-without-queues.log"
 	pf_ok "no dummy password in any program's log" bash -c "! grep -l 'not-a-password' $work/*.log"
 else
-	echo "ok - # skip the programs with their settings: workers/bin not built (make -C workers)"
+	pf_skip "the programs with their settings" "workers/bin not built (make -C workers)"
 fi
 
 # ---- against the extension, when a test cluster is up (make check starts one)
@@ -361,10 +384,16 @@ if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 					   unnest(s.setconfig) c
 				 WHERE c IN ('log_parameter_max_length=0', 'log_parameter_max_length_on_error=0')
 				 GROUP BY r.rolname ORDER BY 1" 2>/dev/null | grep '|' | paste -sd' ')"
+	pf_eq "install.sql: payflow-api's login may call the admin API's functions (payflow_console), which still want an admin key" \
+		"t|28000" \
+		"$(psql -XAtq -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'BEGIN' -f deploy/sql/install.sql \
+			-c "SELECT pg_has_role('payflow_api', 'payflow_console', 'MEMBER')" -c 'SET ROLE payflow_api' \
+			-c "DO \$\$ BEGIN PERFORM payflow.admin_whoami('pfa_' || repeat('0', 64)); EXCEPTION WHEN OTHERS THEN RAISE WARNING 'sqlstate=%', SQLSTATE; END \$\$" \
+			2>&1 | sed -n 's/.*sqlstate=\([0-9A-Z]*\).*/\1/p; /^[tf]$/p' | paste -sd'|')"
 	pf_ok "payflow_monitor may not call anything else (payflow.purge is refused)" bash -c \
 		"psql -XAtq -v ON_ERROR_STOP=1 -c 'BEGIN' -f deploy/sql/install.sql -c 'SET ROLE payflow_monitor' -c 'SELECT payflow.purge(1)' 2>&1 | grep -q 'permission denied'"
 else
-	echo "ok - # skip install.sql and the metrics query: no test cluster with payflow and pg_cron"
+	pf_skip "install.sql and the metrics query" "no test cluster with payflow and pg_cron (PGHOST)"
 fi
 
 pf_done

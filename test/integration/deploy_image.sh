@@ -11,7 +11,10 @@
 #     with exactly its rendered task definition's environment (the secrets
 #     as dummies, every address on loopback port 9), a scratch /tmp only
 #     where the task definition mounts one; still running after 3 s (its
-#     settings accepted), then SIGTERM, and it must exit 0.
+#     settings accepted), then SIGTERM, and it must exit 0;
+#   - sslmode=verify-full with the image's CA bundle against a TLS-only
+#     PostgreSQL whose certificate the test CA issued: psql and the relay
+#     connect; a wrong host name or a bundle without the CA is refused.
 #
 # The bases are cached (PAYFLOW_CACHE_DIR, else .cache/deploy-image), keyed
 # by their package lists; the image itself is built on every run. About
@@ -22,7 +25,7 @@ REPO=$PWD
 source test/lib/assert.sh
 
 if [ "$(id -u)" != 0 ]; then
-	echo "ok - # skip the image: mmdebstrap and buildah's chroot isolation need root here"
+	pf_skip "the image" "mmdebstrap and buildah's chroot isolation need root here"
 	pf_done
 	exit 0
 fi
@@ -80,10 +83,15 @@ pf_ok "the bases are imported into buildah" bash -c "${B[*]} inspect --type imag
 ctx=$work/context
 mkdir -p "$ctx/workers" "$ctx/deploy/docker/certs"
 cp -r workers/Makefile workers/include workers/src "$ctx/workers/"
+workers/console/vendor.sh
+mkdir -p "$ctx/workers/console"
+cp -r workers/console/index.html workers/console/console.js workers/console/console.css \
+	workers/console/openapi.json workers/console/vendor "$ctx/workers/console/"
 cp deploy/docker/Dockerfile deploy/docker/Dockerfile.dockerignore "$ctx/deploy/docker/"
 cp deploy/docker/certs/README.md "$ctx/deploy/docker/certs/"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=payflow-image-test-ca \
 	-keyout "$work/ca.key" -out "$ctx/deploy/docker/certs/db-ca.pem" 2>/dev/null
+cp "$ctx/deploy/docker/certs/db-ca.pem" "$work/ca.pem"
 t=$SECONDS
 build() { "${B[@]}" build --isolation chroot --platform linux/amd64 -f deploy/docker/Dockerfile \
 	--build-arg BUILD_BASE=localhost/payflow-base-build:test --build-arg RUNTIME_BASE=localhost/payflow-base-runtime:test "$@"; }
@@ -194,6 +202,11 @@ for f in deploy/ecs/*.json; do
 	if [ "$name" = payflow-api ]; then
 		pf_eq "payflow-api: /healthz answers from inside the image" 200 \
 			"$(curl -s -o /dev/null -w '%{http_code}' -m 2 "http://127.0.0.1:$api_port/healthz" || true)"
+		# the console's files are in the image, found where payflow-api looks
+		pf_eq "payflow-api: the console and its chart library are served from the image" "200 200 200" \
+			"$(for u in /console/ /console/vendor/uPlot.iife.min.js /openapi.json; do
+				curl -s -o /dev/null -w '%{http_code} ' -m 2 "http://127.0.0.1:$api_port$u" || true
+			done | sed 's/ $//')"
 	fi
 	kill -TERM "$prog"
 	t=$SECONDS
@@ -201,5 +214,61 @@ for f in deploy/ecs/*.json; do
 	pf_eq "$name: exits 0 on SIGTERM ($((SECONDS - t)) s)" 0 "$rc"
 done
 pf_ok "no dummy password in any program's log" bash -c "! grep -l 'not-a-password' $work/*.log"
+
+# ---- sslmode=verify-full with the image's CA bundle, against a PostgreSQL that
+# serves TLS only, with a certificate for "localhost" issued by the test CA
+# (as RDS's is by its bundle's CAs); the relay's own settings from its task
+# definition (PGSSLMODE, PGSSLROOTCERT), only its database URL changed.
+tls_port=54366
+# its own folder: $work is private to root, and the cluster belongs to postgres
+export PF_PGPORT=$tls_port PF_FLAVOUR=c PF_CLUSTER_DIR=/tmp/payflow-image-tls-$tls_port
+source test/lib/cluster.sh
+tls_cleanup() { pf_cluster_destroy >/dev/null 2>&1 || true; cleanup; }
+trap tls_cleanup EXIT
+mkdir -p "$PF_CLUSTER_DIR/tls"
+openssl req -new -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$PF_CLUSTER_DIR/tls/server.key" \
+	-out "$work/server.csr" 2>/dev/null
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+	-extfile <(printf 'subjectAltName=DNS:localhost\n') -out "$PF_CLUSTER_DIR/tls/server.crt" 2>/dev/null
+chmod 600 "$PF_CLUSTER_DIR/tls/server.key"
+chown -R postgres:postgres "$PF_CLUSTER_DIR"
+PF_CLUSTER_EXTRA_CONF="ssl = on
+ssl_cert_file = '$PF_CLUSTER_DIR/tls/server.crt'
+ssl_key_file = '$PF_CLUSTER_DIR/tls/server.key'" pf_cluster_start
+# TCP without TLS is refused, as on a server with rds.force_ssl
+sed -i '1i hostnossl all all all reject' "$PF_CLUSTER_DIR/data/pg_hba.conf"
+pf_psql -qAtc "SELECT pg_reload_conf()" >/dev/null
+tls_url="postgresql://postgres@localhost:$tls_port/payflow?hostaddr=127.0.0.1&connect_timeout=3"
+ca=/usr/local/share/payflow/certs/db-ca.pem
+tls_psql() { in_image "$@" -- psql -X -Atc 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()' 2>&1; }
+pf_eq "verify-full: psql in the image connects with the image's CA bundle, over TLS" t \
+	"$(tls_psql PGSSLMODE=verify-full PGSSLROOTCERT=$ca PGDATABASE=payflow PGUSER=postgres PGHOST=localhost \
+		PGHOSTADDR=127.0.0.1 PGPORT=$tls_port)"
+pf_ok "verify-full: a host name the certificate does not name is refused" grep -q 'does not match host name' \
+	<<<"$(tls_psql PGSSLMODE=verify-full PGSSLROOTCERT=$ca PGDATABASE=payflow PGUSER=postgres PGHOST=127.0.0.1 PGPORT=$tls_port)"
+pf_ok "verify-full: a CA bundle without the server's CA is refused" grep -q 'certificate verify failed' \
+	<<<"$(tls_psql PGSSLMODE=verify-full PGSSLROOTCERT=/etc/ssl/certs/ca-certificates.crt PGDATABASE=payflow \
+		PGUSER=postgres PGHOST=localhost PGHOSTADDR=127.0.0.1 PGPORT=$tls_port)"
+pf_ok "verify-full: without TLS the server refuses the connection" grep -q 'no encryption' \
+	<<<"$(tls_psql PGSSLMODE=disable PGDATABASE=payflow PGUSER=postgres PGHOST=localhost PGHOSTADDR=127.0.0.1 PGPORT=$tls_port)"
+mapfile -t vars < <(grep -v '^COMMAND=\|^TMP=\|^PAYFLOW_DATABASE_URL=' "$work/payflow-relay.env")
+pf_ok "the relay's task definition asks for verify-full with the image's bundle" bash -c \
+	"grep -qx 'PGSSLMODE=verify-full' '$work/payflow-relay.env' && grep -qx 'PGSSLROOTCERT=$ca' '$work/payflow-relay.env'"
+mapfile -t cmd < <(sed -n 's/^COMMAND=//p' "$work/payflow-relay.env" | node -e 'for (const a of JSON.parse(require("fs").readFileSync(0, "utf8"))) console.log(a)')
+in_image "${vars[@]}" PAYFLOW_DATABASE_URL="$tls_url" -- "${cmd[@]}" >"$work/relay-tls.log" 2>&1 &
+outer=$!
+relay_on_tls() {
+	[ "$(pf_psql -qAtc "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+						 WHERE a.application_name = 'payflow-relay' HAVING count(*) > 0")" = t ]
+}
+waited=0
+until relay_on_tls || [ $waited -ge 20 ]; do sleep 0.5; waited=$((waited + 1)); done
+pf_ok "verify-full: the relay in the image connects to the TLS-only server with its task definition's settings" relay_on_tls
+prog=$(pgrep -P "$outer" | head -n 1 || true)
+[ -n "$prog" ] && kill -TERM "$prog"
+wait "$outer" && rc=0 || rc=$?
+pf_eq "verify-full: the relay exits 0 on SIGTERM" 0 "$rc"
+[ "$rc" = 0 ] || head -n 20 "$work/relay-tls.log" | sed 's/^/    /'
+pf_cluster_destroy
 echo "# deploy_image: $((SECONDS - started_all)) s in all"
 pf_done

@@ -49,6 +49,11 @@ for from in $released; do
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.status('$op') ->> 'status'")"
 	pf_eq "$from: ... and is found again by its idempotency key" "$op" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.submit('upgrade-1', '{\"amount\": 1}')")"
+	pf_eq "$from: ... runs on pipeline version 1" "1" \
+		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT pipeline_version FROM payflow.operations WHERE id = '$op'")"
+	pf_eq "$from: ... and its step runs on the 0.4.0 step functions" "run|PAYMENT_PROCESSING" \
+		"$(pf_psql -d pf_upgrade_old -Atq -c "SELECT payflow.claim_step('$op', 'PROCESS_PAYMENT', 'w-up') ->> 'action'" \
+			-c "SELECT payflow.status('$op') ->> 'status'" | paste -sd'|')"
 done
 
 # The check can fail: a schema change missing from an update is caught.

@@ -133,8 +133,11 @@ else
 	PF_FAILURES=$((PF_FAILURES + 1))
 fi
 
+# (the background worker's own: database_name, and notify_interval, which
+# spaces its NOTIFYs; the C-free flavour notifies from run_scheduler)
 c_psql -Atq -c "SELECT substr(name, 9), boot_val, min_val, max_val, coalesce(unit, '-') FROM pg_settings
-				 WHERE name LIKE 'payflow.%' AND name <> 'payflow.database_name' ORDER BY 1" >"$WORK/gucs-c.txt"
+				 WHERE name LIKE 'payflow.%' AND name NOT IN ('payflow.database_name', 'payflow.notify_interval')
+				 ORDER BY 1" >"$WORK/gucs-c.txt"
 sql -c "SELECT name, default_value, min_value::float8, max_value::float8, coalesce(unit, '-') FROM payflow.settings ORDER BY 1" \
 	>"$WORK/gucs-sql.txt"
 # pg_settings prints reals as %g; compare numerically

@@ -135,6 +135,8 @@ api POST /_faults "{\"mode\": \"slow\", \"seconds\": 3, \"afterCreate\": true, \
 api POST /_faults "{\"mode\": \"status\", \"status\": 400, \"count\": null, \"match\": {\"paymentId\": \"$P-$REFUSED\"}}" >/dev/null
 
 # ---- the processes ----
+# only this test's operations in flight (test/lib/cluster.sh)
+pf_forget_leftovers
 # start NAME COMMAND...: in the background, log in $DIR/NAME.log, pid in PID_<NAME>
 start() {
 	local name=$1
@@ -271,6 +273,13 @@ queues_empty() {
 	[ "${total:-1}" = 0 ]
 }
 pf_ok "work queues empty (every message deleted after its outcome committed)" pf_wait_for 20 queues_empty
+queues_empty || {
+	# what is left, and whose: for the next look
+	node test/emulator/sqs-count.mjs "$(queue_url payment-requests)" "$(queue_url payment-completed)" \
+		"$(queue_url invoice-requests)" | sed 's/^/# left: /' || true
+	q -c "SELECT 'in flight: ' || count(*) || ' operations not ended, ' || (SELECT count(*) FROM payflow.outbox) || ' outbox rows'
+			FROM payflow.operations WHERE terminal_at IS NULL" | sed 's/^/# /' || true
+}
 dlq_total=$(node test/emulator/sqs-count.mjs "$(dlq_url payment-requests)" "$(dlq_url payment-completed)" \
 	"$(dlq_url invoice-requests)" | sed -n 's/.*"visible":\([0-9]*\).*/\1/p' | paste -sd+ | bc)
 pf_eq "no message reached a DLQ" 0 "$dlq_total"

@@ -46,6 +46,7 @@ wk_init() {
 	done
 	# a stack left by an interrupted run would hold the ports
 	test/emulator/stop.sh >/dev/null 2>&1 || true
+	pf_forget_leftovers
 	eval "$(test/emulator/start.sh 2>"$WK_DIR/emulator-start.log")"
 	export AWS_ENDPOINT_URL AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY PAYFLOW_QUEUE_URLS PAYFLOW_DLQ_URLS
 	export PAYFLOW_QUEUE_URL

@@ -22,6 +22,8 @@
 #                    look-up finds the charge, the step completes
 #   MariaDB without a look-up, raw error texts on ("mb"), submit-poll ("mc")
 #     no row         outcome_unknown: FAILED, a dead letter, charged once
+#     cut off        every attempt times out: retried, the last one ends as
+#                    outcome_unknown (not as a plain HYT00 failure)
 #     raw text       the DBMS's text as rawMessage, the card number masked
 #     drain          SIGTERM while a call whose cancel is refused runs: the
 #                    step keeps its lease until the call returns (mc, on the
@@ -177,8 +179,12 @@ pf_eq "MariaDB worker ma exits 0 on SIGTERM" 0 "$rc"
 
 # ---- MariaDB without a look-up, raw error texts on; the drain; submit-poll
 maria_fault "$p-b-norow" no_row
+# every call of this payment outlasts PAYFLOW_LEGACY_TIMEOUT (remaining NULL)
+maria "INSERT INTO faults (payment_id, fn, kind, seconds, remaining) VALUES ('$p-b-cut', 'charge', 'slow', 10, NULL)"
+q -c "UPDATE payflow.step_definitions SET max_attempts = 2 WHERE step_name = 'PROCESS_PAYMENT'" >/dev/null
 maria_worker mb PAYFLOW_LEGACY_LOOKUP= PAYFLOW_RAW_ERROR_TEXT=true PAYFLOW_DRAIN_SECONDS=1
 norow_b=$(wk_submit "$p-b-norow")
+cut=$(wk_submit "$p-b-cut")
 raw=$(wk_submit "$p-b-raw" '{"amount": "card 5500 0055 5555 5559", "currency": "EUR"}')
 pf_ok "no row, no look-up: FAILED" wk_wait_status "$norow_b" FAILED 15
 pf_eq "no row, no look-up: outcome_unknown after one attempt, a dead letter, charged once" \
@@ -186,6 +192,13 @@ pf_eq "no row, no look-up: outcome_unknown after one attempt, a dead letter, cha
 	"$(wk_attempts "$norow_b")|$(q -c "SELECT payflow.status('$norow_b')->'error'->>'code'")|$(dead_letter "$norow_b")|$(maria_charges "$p-b-norow")"
 pf_ok "no row, no look-up: the error says not to resubmit" \
 	bash -c '[[ $1 == *"do not resubmit"* ]]' - "$(step_error "$norow_b" message)"
+pf_ok "cut off on every attempt, no look-up: FAILED" wk_wait_status "$cut" FAILED 30
+q -c "UPDATE payflow.step_definitions SET max_attempts = NULL WHERE step_name = 'PROCESS_PAYMENT'" >/dev/null
+pf_eq "cut off on every attempt, no look-up: the last attempt ends as outcome_unknown (not HYT00), a dead letter" \
+	"2|outcome_unknown|HYT00|outcome_unknown" \
+	"$(wk_attempts "$cut")|$(q -c "SELECT payflow.status('$cut')->'error'->>'code'")|$(q -c "SELECT error->'cause'->>'code' FROM payflow.dead_letters WHERE operation_id = '$cut'")|$(dead_letter "$cut")"
+pf_ok "cut off: the first attempt was retried as a plain HYT00" \
+	wk_log_has mb "$cut" '"msg":"step failed, retry left to the database"'
 pf_ok "raw text: FAILED" wk_wait_status "$raw" FAILED 15
 pf_eq "raw text: the DBMS's words as rawMessage, the card masked but its last four" \
 	"Incorrect decimal value: 'card **** **** **** 5559' for column \`legacy\`.\`charges\`.\`amount\` at row 1" \

@@ -125,7 +125,13 @@ pf_eq "lost connection: in the first attempt" 1 "$(wk_attempts "$disconnect")"
 pf_eq "lost connection: the call ran twice (session ended, then on a new connection)" "disconnected,ok" \
 	"$(legacy -c "SELECT string_agg(outcome, ',' ORDER BY call_id) FROM call_log
 				  WHERE payment_id = '$p-disconnect'")"
-pf_ok "lost connection: logged" wk_log_has w1 "$disconnect" "legacy connection lost (08S01"
+# on a connection the thread had used before, the call is made once more
+# at once; on a fresh one the look-up finds the charge (role_payment.c)
+lost_logged() {
+	wk_log_has w1 "$disconnect" "legacy connection lost (08S01" ||
+		wk_log_has w1 "$disconnect" "look-up found the charge of the call that was cut off"
+}
+pf_ok "lost connection: logged" lost_logged
 pf_eq "lost connection: one charge" 1 "$(legacy -c "SELECT charge_count('$p-disconnect')")"
 
 pf_ok "timed out, yet charged: PAYMENT_COMPLETED" wk_wait_status "$timeout" PAYMENT_COMPLETED 30

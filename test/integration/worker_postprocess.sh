@@ -104,7 +104,9 @@ invoice_input() { q -c "SELECT convert_from(payflow.payload_get(input_ref), 'UTF
 						WHERE operation_id = '$1' AND step_name = 'CREATE_INVOICE'"; }
 dead_letter() { q -c "SELECT error->>'code' FROM payflow.dead_letters WHERE operation_id = '$1' AND source = 'step'"; }
 path_of() {
-	q -c "SELECT string_agg(coalesce(from_status, '-') || '>' || to_status, ' ' ORDER BY at) FROM payflow.history('$1')"
+	# in history's order (the claim and the completion of a SQL hook's step share one timestamp: one transaction)
+	q -c "SELECT string_agg(coalesce(from_status, '-') || '>' || to_status, ' ' ORDER BY n)
+		  FROM payflow.history('$1') WITH ORDINALITY AS h(at, from_status, to_status, reason, actor, n)"
 }
 PATH_OK="->PENDING PENDING>PAYMENT_PROCESSING PAYMENT_PROCESSING>PAYMENT_COMPLETED PAYMENT_COMPLETED>POST_PROCESSING POST_PROCESSING>INVOICE_PENDING"
 
@@ -141,6 +143,11 @@ done
 pf_eq "default hook: 3 operations INVOICE_PENDING" 3 "$ok"
 pf_eq "default hook: history ... PAYMENT_COMPLETED -> POST_PROCESSING -> INVOICE_PENDING" 3 "$paths"
 pf_eq "default hook: invoice input from details and charge (no card number)" 3 "$inputs"
+pf_eq "default hook: claimed, run and completed in one transaction (one timestamp for both status changes)" 1 \
+	"$(q -c "SELECT count(DISTINCT at) FROM payflow.history('${default_ops[0]}')
+			  WHERE to_status IN ('POST_PROCESSING', 'INVOICE_PENDING')")"
+pf_ok "default hook: ... said by the worker" wk_log_has sqldefault "${default_ops[0]}" '"oneTransaction":true'
+
 op=${default_ops[0]}
 pf_eq "default hook: CREATE_INVOICE waits with the invoice input in the pg store" \
 	"PENDING|pg|payments/$op/invoice-input.json" \

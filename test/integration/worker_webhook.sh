@@ -418,7 +418,7 @@ if [ "${v_order%%|*}" = renewal-held ]; then
 		grep -qF 'a renewal landed after the message was let go' "$work/w3.log"
 else
 	# the held change was not a renewal in flight (timing): nothing to show
-	echo "ok - # skip late renewal: the held visibility change was not a renewal ($v_order)"
+	pf_skip "late renewal" "the held visibility change was not a renewal this time ($v_order)"
 fi
 
 # ---- the end ----

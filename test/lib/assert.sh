@@ -1,6 +1,6 @@
 # test/lib/assert.sh — tiny assertion helpers for the shell-level tests.
-# Sourced.  Each check prints one "ok"/"not ok" line; pf_done exits non-zero
-# if any failed.
+# Sourced.  Each check prints one "ok"/"not ok" line (or "SKIP", pf_skip);
+# pf_done exits non-zero if any failed.
 
 PF_FAILURES=0
 
@@ -35,6 +35,17 @@ pf_wait_for() {
 		sleep 0.2
 	done
 	return 1
+}
+
+# pf_skip WHAT WHY: a check that cannot run here (a tool, a privilege, a
+# limit missing). It says SKIP, never "ok": a skipped check must not read as
+# a pass. make check counts the lines appended to PF_SKIP_LOG and lists them
+# in its summary.
+pf_skip() {
+	echo "SKIP - $1: $2"
+	if [ -n "${PF_SKIP_LOG:-}" ]; then
+		echo "$1: $2" >>"$PF_SKIP_LOG"
+	fi
 }
 
 pf_done() {

@@ -38,8 +38,36 @@ pf_as_postgres() {
 	runuser -u postgres -- "$@"
 }
 
+# The test servers listen on fixed ports, and 54300-54599 (the clusters)
+# lie inside Linux's ephemeral range (32768-60999): an outgoing connection
+# of any test could hold one when a cluster starts ("could not bind ...
+# Address already in use", seen in CI). As root, those ports are reserved
+# from ephemeral use (ip_local_reserved_ports; listening on them still
+# works). Without the right to, nothing changes.
+pf_reserve_test_ports() {
+	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+	[ -w "$f" ] || return 0
+	cur=$(cat "$f" 2>/dev/null) || return 0
+	case ",$cur," in *,54300-54599,*) return 0 ;; esac
+	echo "${cur:+$cur,}54300-54599" >"$f" 2>/dev/null || true
+}
+
+# Tests share make check's cluster, one after another. Those that run no
+# relay (the API's, the console's) leave operations in flight and their
+# events in the outbox: the next test that starts a relay would publish
+# them into its own queues, and its workers would still be busy with them
+# when it checks that its queues drained. A test that starts the pipeline
+# calls this first: what earlier tests left in flight is removed (their
+# history stays).
+pf_forget_leftovers() {
+	pf_psql -Atq -c "DELETE FROM payflow.outbox" \
+		-c "DELETE FROM payflow.steps s USING payflow.operations o WHERE o.id = s.operation_id AND o.terminal_at IS NULL" \
+		-c "DELETE FROM payflow.operations WHERE terminal_at IS NULL" >/dev/null
+}
+
 pf_cluster_start() {
 	local data=$PF_CLUSTER_DIR/data
+	pf_reserve_test_ports
 	if [ "$PF_FLAVOUR" = sql ]; then
 		pf_pg_tree >/dev/null
 	fi
@@ -73,7 +101,12 @@ pf_cluster_start() {
 	fi
 	# already running (a test that uses the cluster from several shells)
 	if ! pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-		pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
+		if ! pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$data" -l "$PF_CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null; then
+			# say why here: the folder is gone after the test's clean-up
+			echo "pf_cluster_start: PostgreSQL on port $PF_PGPORT did not start; its log:" >&2
+			tail -n 20 "$PF_CLUSTER_DIR/postgres.log" >&2 || true
+			return 1
+		fi
 	fi
 	if ! pf_as_postgres "$PF_PGBIN/psql" -h "$PGHOST" -p "$PF_PGPORT" -U postgres -d postgres -Atqc \
 		"SELECT 1 FROM pg_database WHERE datname = '$PF_DB'" | grep -q 1; then

@@ -10,7 +10,8 @@ PF_DEBIAN_PACKAGES="build-essential pkg-config
 	unixodbc unixodbc-dev odbc-postgresql libmicrohttpd-dev
 	mariadb-server odbc-mariadb libsqliteodbc sqlite3
 	nodejs npm curl ca-certificates procps psmisc wrk
-	flex libkrb5-dev"
+	flex libkrb5-dev
+	chromium"
 
 pf_install_deps() {
 	local missing=""

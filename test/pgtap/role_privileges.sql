@@ -138,6 +138,9 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.save_step_ref(text,text,text,text)',
 	'payflow.complete_step(text,text,text,jsonb,jsonb)',
 	'payflow.fail_step(text,text,text,jsonb,boolean)',
+	'payflow.claim_steps(text,text,text[],integer)',
+	'payflow.complete_steps(text,text,jsonb)',
+	'payflow.fail_steps(text,text,jsonb)',
 	'payflow.payload_get(jsonb)',
 	'payflow.payload_put(text,text,bytea,text,text)',
 	'payflow.mark_consumed(text,uuid)',
@@ -149,7 +152,8 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.outbox_nack(uuid,text,text)',
 	'payflow.backoff_delay(integer,interval,interval,double precision)',
 	'payflow.webhook_target(text,uuid,text)',
-	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)']);
+	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
+	'payflow.pipeline(integer)']);
 INSERT INTO rp_expected
 SELECT DISTINCT 'admin', fn FROM rp_expected
 UNION
@@ -160,13 +164,17 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.schedule_purge(text)',
 	'payflow.create_api_key(text,text)',
 	'payflow.revoke_api_key(bigint)',
+	'payflow.create_admin_key(text)',
 	'payflow.set_webhook(text,text)',
 	'payflow.delete_webhook(text)',
 	'payflow.replay_webhook(bigint)',
 	'payflow.metrics()',
 	'payflow.schedule_scheduler()',
 	'payflow.run_scheduler_for(integer)',
-	'payflow._cron_schedule(text,text,text)']);
+	'payflow._cron_schedule(text,text,text)',
+	'payflow.add_destination(text,text)',
+	'payflow.add_step(text,text,text,text,text,text,text,text,text,text,integer,interval,interval,text)',
+	'payflow.remove_step(text,text)']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
 SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',
@@ -177,7 +185,8 @@ SELECT 'step', fn FROM rp_expected
 UNION ALL
 SELECT 'webhook', unnest(ARRAY['payflow.webhook_target(text,uuid,text)',
 							   'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
-							   'payflow.mark_consumed(text,uuid)', 'payflow.record_dead_letter(text,text,jsonb,text)']);
+							   'payflow.mark_consumed(text,uuid)', 'payflow.record_dead_letter(text,text,jsonb,text)',
+							   'payflow.pipeline(integer)']);
 INSERT INTO rp_expected
 SELECT 'postprocess', fn FROM rp_expected WHERE role = 'step'
 UNION ALL

@@ -6,8 +6,11 @@ SELECT line FROM (
 		   || E'\n' || pg_get_functiondef(p.oid) AS line
 	  FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
 	UNION ALL
+	-- reloptions sorted: ALTER TABLE ... SET appends, CREATE TABLE keeps its order
 	SELECT format('relation %s kind=%s acl=%s options=%s rls=%s', c.relname, c.relkind,
-				  coalesce(c.relacl::text, '-'), coalesce(c.reloptions::text, '-'), c.relrowsecurity)
+				  coalesce(c.relacl::text, '-'),
+				  coalesce((SELECT array_agg(o ORDER BY o)::text FROM unnest(c.reloptions) o), '-'),
+				  c.relrowsecurity)
 	  FROM pg_class c WHERE c.relnamespace = 'payflow'::regnamespace
 	UNION ALL
 	SELECT format('column %s.%s %s notnull=%s default=%s identity=%s collation=%s acl=%s',
@@ -43,5 +46,9 @@ SELECT line FROM (
 	   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'payflow')
 	UNION ALL
 	SELECT format('step %s', to_jsonb(s)) FROM payflow.step_definitions s
+	UNION ALL
+	SELECT format('pipeline %s', to_jsonb(p) - 'created_at' - 'created_by') FROM payflow.pipelines p
+	UNION ALL
+	SELECT format('destination %s', to_jsonb(d) - 'created_at') FROM payflow.destinations d
 ) fingerprint
 ORDER BY line;

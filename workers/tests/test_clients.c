@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +252,56 @@ test_http_concurrency(void)
 		CHECK(pf_http_transport_failed(&r));
 		pf_http_request_free(&r);
 	}
+	pf_http_destroy(http);
+}
+
+static void *
+interrupt_after_200ms(void *http)
+{
+	pf_sleep_ms(200);
+	pf_http_interrupt(http);
+	return NULL;
+}
+
+/* What the step roles' calls need of the client: a capped body, an interrupt from another thread. */
+static void
+test_http_cap_and_interrupt(void)
+{
+	pf_http    *http = pf_http_create();
+	pf_http_request r;
+	pf_error	err;
+	pthread_t	t;
+	int64_t		t0;
+
+	/* a body past max_response is cut and flagged, the answer still an answer */
+	pf_http_request_init(&r, "GET", url("/slow"));
+	r.max_response = 4;
+	CHECK(pf_http_perform(http, &r, &err) == PF_OK);
+	CHECK(r.status == 200 && r.response_truncated);
+	CHECK_STR(pf_buf_str(&r.response), "{\"ok");
+	pf_http_request_free(&r);
+
+	/* interrupted mid-request from another thread: back at once, not after the 30 s time-out */
+	pf_http_request_init(&r, "GET", url("/hang"));
+	r.timeout_ms = 30000;
+	pthread_create(&t, NULL, interrupt_after_200ms, http);
+	t0 = pf_now_ms();
+	CHECK(pf_http_perform(http, &r, &err) == PF_ERR_TRANSIENT);
+	pthread_join(t, NULL);
+	CHECK_STR(err.code, "interrupted");
+	CHECK(r.interrupted && r.status == 0);
+	CHECK(pf_now_ms() - t0 < 1500);
+	CHECK(pf_http_in_flight(http) == 0);
+	/* still interrupted: the next request does not start */
+	t0 = pf_now_ms();
+	CHECK(pf_http_perform(http, &r, &err) == PF_ERR_TRANSIENT && r.interrupted);
+	CHECK(pf_now_ms() - t0 < 100);
+	pf_http_request_free(&r);
+	/* cleared: requests run again */
+	pf_http_clear_interrupt(http);
+	pf_http_request_init(&r, "GET", url("/slow"));
+	CHECK(pf_http_perform(http, &r, &err) == PF_OK && r.status == 200 && !r.response_truncated);
+	pf_http_request_free(&r);
 	pf_http_destroy(http);
 }
 
@@ -652,6 +703,7 @@ main(void)
 		abort();
 	start_server();
 	test_http_concurrency();
+	test_http_cap_and_interrupt();
 	test_container_credentials();
 	test_credentials_slow_endpoint();
 	test_sqs_receive_nul();

@@ -427,6 +427,45 @@ test_log_fields(void)
 	}
 }
 
+/* --print-settings: the rows a program reads, its requirements, never a value. */
+static void
+test_print_settings(void)
+{
+	char	   *text = NULL;
+	size_t		len = 0;
+	FILE	   *out;
+
+	relay_env();
+	out = open_memstream(&text, &len);
+	pf_config_print_settings(out, "payflow-relay", NULL, PF_PROGRAM_RELAY);
+	fclose(out);
+	CHECK(strncmp(text, "{\"format\":\"payflow-settings/1\",\"program\":\"payflow-relay\",\"callsAws\":true}\n", 71) == 0);
+	CHECK(strstr(text, "{\"name\":\"PAYFLOW_QUEUE_URLS\",\"type\":\"queue-map\",\"default\":null,\"required\":true,"
+				 "\"secret\":false,\"readBy\":[\"relay\"],\"requiredBy\":[\"relay\"]}\n") != NULL);
+	CHECK(strstr(text, "\"name\":\"PAYFLOW_RELAY_IN_FLIGHT\",\"type\":\"integer\",\"default\":\"4\"") != NULL);
+	CHECK(strstr(text, "\"name\":\"PAYFLOW_DATABASE_URL\",\"type\":\"conninfo\",\"default\":null,\"required\":true,"
+				 "\"secret\":true") != NULL);
+	CHECK(strstr(text, "\"PAYFLOW_CONFIG_FILE\"") != NULL);
+	/* another role's setting is not the relay's */
+	CHECK(strstr(text, "PAYFLOW_INVOICE_URL") == NULL);
+	/* values set in the environment are never shown */
+	CHECK(strstr(text, SECRET_KEY) == NULL && strstr(text, DB_PASSWORD) == NULL && strstr(text, "4566") == NULL);
+	free(text);
+
+	out = open_memstream(&text, &len);
+	pf_config_print_settings(out, "payflow-worker", "invoice", PF_PROGRAM_WORKER | PF_PROGRAM_INVOICE);
+	fclose(out);
+	CHECK(strstr(text, "\"role\":\"invoice\"") != NULL);
+	CHECK(strstr(text, "\"name\":\"PAYFLOW_INVOICE_URL\",\"type\":\"url\",\"default\":null,\"required\":true") != NULL);
+	CHECK(strstr(text, "\"name\":\"PAYFLOW_INVOICE_TLS_VERIFY\",\"type\":\"enum\",\"default\":\"true\"") != NULL &&
+		  strstr(text, "\"choices\":[\"false\",\"true\"]") != NULL);
+	CHECK(strstr(text, "\"name\":\"PAYFLOW_QUEUE_URL\",\"type\":\"url\",\"default\":null,\"required\":true,\"secret\":false,"
+				 "\"readBy\":[\"worker:payment\",\"worker:postprocess\",\"worker:invoice\",\"worker:webhook\"]") != NULL);
+	CHECK(strstr(text, "PAYFLOW_LEGACY_ODBC") == NULL && strstr(text, "PAYFLOW_QUEUE_URLS") == NULL);
+	free(text);
+	clean_env();
+}
+
 int
 main(void)
 {
@@ -437,5 +476,6 @@ main(void)
 	test_exit_line();
 	test_secrets_never_logged();
 	test_log_fields();
+	test_print_settings();
 	return unit_finish("test_config");
 }

@@ -179,6 +179,10 @@ test_card_masking(void)
 				  "4111111111111112 and 411111111111 and 12.50 and 2024-05-01");
 	expect_masked("41111111111111111111", "41111111111111111111");
 	expect_masked("", "");
+	/* a UUID's digit groups (1767842442884 is Luhn-valid) are no card */
+	expect_masked("{\"eventId\":\"17678424-4288-4eea-b643-769411a65bd3\",\"card\":\"4111111111111111\"}",
+				  "{\"eventId\":\"17678424-4288-4eea-b643-769411a65bd3\",\"card\":\"************1111\"}");
+	expect_masked("1767842442884", "*********2884");
 	CHECK(pf_mask_card_numbers(NULL) == 0);
 }
 

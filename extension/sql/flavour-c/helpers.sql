@@ -22,15 +22,6 @@ CREATE FUNCTION payflow._new_operation_id() RETURNS text
 CREATE FUNCTION payflow._random_token(nbytes integer) RETURNS text
 	AS 'MODULE_PATHNAME', 'payflow_random_token' LANGUAGE C VOLATILE STRICT;
 
--- Raises PF001 unless from -> to is a legal transition; returns "to".
-CREATE FUNCTION payflow._check_transition(from_status text, to_status text, replay boolean DEFAULT false)
-	RETURNS text
-	AS 'MODULE_PATHNAME', 'payflow_check_transition' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
--- COMPLETED, FAILED, CANCELLED.
-CREATE FUNCTION payflow._is_terminal(status text) RETURNS boolean
-	AS 'MODULE_PATHNAME', 'payflow_is_terminal' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
 -- min(base * 2^attempt, cap) plus up to jitter * that.
 CREATE FUNCTION payflow.backoff_delay(attempt integer, base interval, cap interval, jitter float8 DEFAULT 0.2)
 	RETURNS interval

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -126,6 +127,8 @@ typedef struct pf_config
 	int			relay_lease_seconds;
 	int			db_connections;
 	int			poll_interval_ms;
+	int			sqs_batch_wait_ms;	/* longest wait of a partial SQS batch to fill */
+	int			sqs_delete_wait_ms; /* the same for a worker's deletes */
 	int			http_connect_timeout_ms;
 	int			http_timeout_ms;
 	int			invoice_timeout_ms;
@@ -164,6 +167,14 @@ void		pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned prog
 void		pf_config_warn_unknown_variables(void);
 
 void		pf_config_free(pf_config *cfg);
+
+/*
+ * --print-settings: the rows of the settings table that a program (programs:
+ * its PF_PROGRAM_* bits; role: the worker's --role, or NULL) reads, as JSON
+ * lines (the format is described in config_print.c and the README). Prints
+ * the table only, never a value.
+ */
+void		pf_config_print_settings(FILE *out, const char *program, const char *role, unsigned programs);
 
 /* The effective settings for a start-up log line; secrets show as "[redacted]". */
 json_t	   *pf_config_to_json(const pf_config *cfg);

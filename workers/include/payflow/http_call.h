@@ -2,18 +2,22 @@
  * http_call.h
  *		One blocking HTTP call at a time on a thread of its own, that another
  *		thread can cut short: what a worker's executor needs to call an
- *		external API (the invoice API, an HTTP post-processing hook).
+ *		external API (the invoice API, an HTTP post-processing hook, a
+ *		webhook).
  *
- * Each executor owns one pf_http_call (a curl multi handle holding one easy
- * handle and its connections, kept between calls). The call blocks its
- * thread until an answer, a time-out (connect and total, on every call) or
- * pf_http_call_interrupt() from any other thread, which wakes the call at
- * once (curl_multi_wakeup) instead of waiting for the time-out: the worker's
- * drain and its watchdog rely on that.
+ * A layer on the one HTTP client (http.h), which does the transfer, the
+ * time-outs, TLS and the interruption; this adds the JSON POST with its
+ * Idempotency-Key, the answer's size cap, Retry-After and
+ * Idempotent-Replayed, and the step-level error codes.
+ *
+ * Each executor owns one pf_http_call (a pf_http and its connections, kept
+ * between calls). The call blocks its thread until an answer, a time-out
+ * (connect and total, on every call) or pf_http_call_interrupt() from any
+ * other thread, which wakes the call at once instead of waiting for the
+ * time-out: the worker's drain and its watchdog rely on that.
  *
  * TLS peer and host verification are on unless the caller turns them off;
  * the settings allow that only for loopback URLs (pf_url_is_loopback).
- * CURLOPT_NOSIGNAL is set; programs ignore SIGPIPE.
  */
 #ifndef PAYFLOW_HTTP_CALL_H
 #define PAYFLOW_HTTP_CALL_H
@@ -25,6 +29,7 @@
 
 #include "payflow/buf.h"
 #include "payflow/error.h"
+#include "payflow/http.h"
 
 /* A larger answer is cut here (and then no longer parses as JSON). */
 #define PF_HTTP_CALL_MAX_BODY (1024 * 1024)
@@ -83,8 +88,5 @@ void		pf_http_response_free(pf_http_response *resp);
 
 /* Connections this handle opened and calls it made: reuse is their ratio. */
 void		pf_http_call_stats(const pf_http_call *call, long *calls, long *connections);
-
-/* Is the URL's host loopback: localhost, 127.0.0.0/8 or ::1? */
-bool		pf_url_is_loopback(const char *url);
 
 #endif							/* PAYFLOW_HTTP_CALL_H */

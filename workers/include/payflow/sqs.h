@@ -141,6 +141,25 @@ pf_aws_call *pf_sqs_wait(pf_sqs *sqs, int timeout_ms, int extra_fd);
 void	   *pf_sqs_call_user(const pf_aws_call *call);
 const char *pf_sqs_call_action(const pf_aws_call *call);
 
+/*
+ * Calls started per action, and the entries they carried (batch entries
+ * sent; for ReceiveMessage, messages received), since pf_sqs_create: what
+ * the programs log so that batching can be measured from their side.
+ */
+typedef struct pf_sqs_action_count
+{
+	char		action[32];
+	long		calls;
+	long		entries;
+} pf_sqs_action_count;
+
+#define PF_SQS_MAX_COUNTED_ACTIONS 12
+
+/* {"<Action>": {"calls": n, "entries": m}, …}, only actions called. */
+json_t	   *pf_sqs_counts_json(const pf_sqs *sqs);
+/* The count of one action (zeros when never called). */
+pf_sqs_action_count pf_sqs_count(const pf_sqs *sqs, const char *action);
+
 void		pf_sqs_batch_result_free(pf_sqs_batch_result *result);
 const pf_sqs_entry_result *pf_sqs_batch_result_find(const pf_sqs_batch_result *result, const char *id);
 void		pf_sqs_messages_free(pf_sqs_messages *messages);

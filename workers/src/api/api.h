@@ -6,6 +6,8 @@
  *		GET  /operations/{id}           the status document
  *		GET  /operations/{id}/events    server-sent events, one per status change
  *		GET  /metrics, /healthz, /readyz
+ *		     /admin/…                   the admin API (admin keys only)
+ *		GET  /console/…, /openapi.json  the operator console, the OpenAPI document
  *
  * The process holds no tenant state: every statement authenticates its
  * API key in the database (payflow.authenticate in the same statement), so
@@ -22,6 +24,8 @@
  *		pool.c			the bounded pool of PostgreSQL connections
  *		reply.c			JSON answers (libmicrohttpd's own errors too), SQLSTATE -> HTTP
  *		metrics.c		request counters, latency histogram, /metrics text
+ *		admin.c			/admin/…: one payflow.admin_*() statement per endpoint
+ *		console.c		/console/… and /openapi.json: static files, strict CSP
  */
 #ifndef PAYFLOW_API_H
 #define PAYFLOW_API_H
@@ -93,6 +97,8 @@ typedef enum api_route
 	ROUTE_METRICS,
 	ROUTE_HEALTHZ,
 	ROUTE_READYZ,
+	ROUTE_ADMIN,
+	ROUTE_CONSOLE,
 	ROUTE_OTHER,
 	ROUTE_COUNT
 } api_route;
@@ -184,6 +190,8 @@ enum MHD_Result api_reply_error(api_request *req, unsigned status, const char *c
 /* The answer for a failed statement: SQLSTATE -> status, no SQL text. */
 enum MHD_Result api_reply_db_error(api_request *req, const pf_error *err);
 enum MHD_Result api_reply_text(api_request *req, unsigned status, const char *content_type, pf_buf *body);
+/* Queue a response made by the caller, with the headers every answer carries (consumes resp). */
+enum MHD_Result api_reply_response(api_request *req, unsigned status, struct MHD_Response *resp);
 /* 401: no key, or one that cannot be a key (not printable ASCII). */
 enum MHD_Result api_reply_unauthorized(api_request *req);
 /* Queue any response (every answer of ours goes through it, never MHD_queue_response). */
@@ -204,6 +212,7 @@ typedef struct api_context
 	api_guard  *guard;
 	struct MHD_Daemon *daemon;
 	bool		s3_enabled;		/* PAYFLOW_STORE=s3: large details go to S3 */
+	char	   *console_dir;	/* the console's files, or NULL (console.c) */
 	volatile sig_atomic_t *stop;
 	pthread_mutex_t active_lock;
 	int			active;			/* requests between first call and completion */
@@ -217,6 +226,7 @@ struct api_request
 	api_route	route;
 	const char *method;
 	char	   *operation_id;	/* from the path */
+	char	   *path;			/* decoded, or NULL when it could not be */
 	int64_t		started_us;
 	double		seconds;		/* until the answer was queued */
 	unsigned	status;
@@ -249,6 +259,17 @@ const char *api_bearer_key(api_request *req);
 /* payments.c, operations.c */
 enum MHD_Result api_post_payment(api_request *req);
 enum MHD_Result api_get_operation(api_request *req);
+
+/* admin.c */
+bool		api_admin_route(const char *path);
+/* Whether the request's body is read (an admin action's JSON). */
+bool		api_admin_takes_body(api_request *req);
+enum MHD_Result api_admin(api_request *req);
+
+/* console.c */
+/* The console's folder next to the program, or NULL. */
+char	   *api_console_find_dir(void);
+enum MHD_Result api_console(api_request *req);
 
 /* hub.c, events.c */
 api_hub    *api_hub_start(api_context *ctx);

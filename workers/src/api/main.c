@@ -197,8 +197,12 @@ main(int argc, char **argv)
 	int			status = 0;
 	int			connection_limit;
 
-	(void) argc;
-	(void) argv;
+	/* the settings table only, no value (config_print.c) */
+	if (argc > 1 && strcmp(argv[1], "--print-settings") == 0)
+	{
+		pf_config_print_settings(stdout, API_PROGNAME, NULL, PF_PROGRAM_API);
+		return 0;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
@@ -212,6 +216,7 @@ main(int argc, char **argv)
 	pf_config_load_or_exit(&ctx.cfg, API_PROGNAME, PF_PROGRAM_API);
 	ctx.stop = &stop_now;
 	ctx.s3_enabled = ctx.cfg.store == PF_STORE_S3;
+	ctx.console_dir = api_console_find_dir();
 	pthread_mutex_init(&ctx.active_lock, NULL);
 	connection_limit = fit_descriptor_limit(&ctx.cfg);
 	ctx.guard = api_guard_create(&ctx.cfg, connection_limit);
@@ -226,9 +231,10 @@ main(int argc, char **argv)
 		exit(1);
 	}
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:o}", "config", pf_config_to_json(&ctx.cfg)),
-				 "listening on %s (%d threads, %d database connections, at most %d connections, S3 claim check %s)",
+				 "listening on %s (%d threads, %d database connections, at most %d connections, S3 claim check %s, "
+				 "console %s)",
 				 ctx.cfg.listen, ctx.cfg.api_threads, ctx.cfg.api_pool_size, connection_limit,
-				 ctx.s3_enabled ? "on" : "off");
+				 ctx.s3_enabled ? "on" : "off", ctx.console_dir ? ctx.console_dir : "off (no console folder)");
 	pf_config_warn_unknown_variables();
 
 	/* the main thread also drops heads past their deadline, once a second */

@@ -35,7 +35,8 @@ static struct
 }			metrics = {PTHREAD_MUTEX_INITIALIZER, {{0}}};
 
 static const char *const route_names[ROUTE_COUNT] = {
-	"/payments", "/operations/{id}", "/operations/{id}/events", "/metrics", "/healthz", "/readyz", "other"
+	"/payments", "/operations/{id}", "/operations/{id}/events", "/metrics", "/healthz", "/readyz", "/admin/…",
+	"/console/…", "other"
 };
 
 const char *

@@ -192,6 +192,12 @@ queue(api_request *req, unsigned status, struct MHD_Response *resp)
 }
 
 enum MHD_Result
+api_reply_response(api_request *req, unsigned status, struct MHD_Response *resp)
+{
+	return queue(req, status, resp);
+}
+
+enum MHD_Result
 api_reply_text(api_request *req, unsigned status, const char *content_type, pf_buf *body)
 {
 	size_t		len = body->len;

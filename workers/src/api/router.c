@@ -133,6 +133,11 @@ route_of(const char *url, char **operation_id)
 		return ROUTE_HEALTHZ;
 	if (strcmp(url, "/readyz") == 0)
 		return ROUTE_READYZ;
+	if (api_admin_route(url))
+		return ROUTE_ADMIN;
+	if (strcmp(url, "/openapi.json") == 0 || strcmp(url, "/console") == 0 ||
+		strncmp(url, "/console/", strlen("/console/")) == 0)
+		return ROUTE_CONSOLE;
 	if (strncmp(url, OPERATIONS_PREFIX, strlen(OPERATIONS_PREFIX)) == 0)
 	{
 		const char *id = url + strlen(OPERATIONS_PREFIX);
@@ -249,6 +254,8 @@ dispatch(api_request *req)
 {
 	if (req->route == ROUTE_OTHER)
 		return api_reply_error(req, MHD_HTTP_NOT_FOUND, "not_found", "no such resource");
+	if (req->route == ROUTE_ADMIN)	/* its endpoints have their own methods */
+		return api_admin(req);
 	if (!method_allowed(req->route, req->method))
 	{
 		const char *headers[] = {MHD_HTTP_HEADER_ALLOW, allowed_methods(req->route), NULL};
@@ -271,6 +278,8 @@ dispatch(api_request *req)
 			return reply_plain_ok(req, "ok");
 		case ROUTE_READYZ:
 			return get_readyz(req);
+		case ROUTE_CONSOLE:
+			return api_console(req);
 		default:
 			return api_reply_error(req, MHD_HTTP_NOT_FOUND, "not_found", "no such resource");
 	}
@@ -288,7 +297,7 @@ request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, cons
 	req->started_us = api_now_us();
 	path = decode_path(url, &req->bad_path);
 	req->route = path ? route_of(path, &req->operation_id) : ROUTE_OTHER;
-	free(path);
+	req->path = path;
 	req->correlation_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Correlation-Id");
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active++;
@@ -449,7 +458,7 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 		*upload_data_size = 0;
 		req->received += n;
-		if (req->route != ROUTE_PAYMENTS)	/* other bodies are ignored, within reason */
+		if (req->route != ROUTE_PAYMENTS && !api_admin_takes_body(req))	/* other bodies are ignored, within reason */
 			return req->received > (size_t) ctx->cfg.api_max_body ? MHD_NO : MHD_YES;
 		if (req->received > (size_t) ctx->cfg.api_max_body)
 		{
@@ -496,6 +505,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 		details_scan_free(&req->scan);
 	pf_buf_free(&req->body);
 	free(req->operation_id);
+	free(req->path);
 	free(req);
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active--;

@@ -77,6 +77,29 @@ mask_run(char *text, const size_t *at, const bool *group_start, const bool *grou
 	return masked;
 }
 
+/*
+ * Length of the UUID (8-4-4-4-12 hex digits) that starts at s, else 0. A
+ * UUID's digit groups are no card number: "17678424-4288-4eea-..." holds
+ * the Luhn-valid run 1767842442884, and event or operation ids in what is
+ * logged or kept must stay as they were.
+ */
+static size_t
+uuid_at(const char *s)
+{
+	static const int groups[] = {8, 4, 4, 4, 12};
+	size_t		p = 0;
+
+	for (int g = 0; g < 5; g++)
+	{
+		for (int k = 0; k < groups[g]; k++, p++)
+			if (!isxdigit((unsigned char) s[p]))
+				return 0;
+		if (g < 4 && s[p++] != '-')
+			return 0;
+	}
+	return p;
+}
+
 int
 pf_mask_card_numbers(char *text)
 {
@@ -91,7 +114,13 @@ pf_mask_card_numbers(char *text)
 	while (text[p])
 	{
 		size_t		n = 0;
+		size_t		skip = uuid_at(text + p);
 
+		if (skip > 0)
+		{
+			p += skip;
+			continue;
+		}
 		if (!isdigit((unsigned char) text[p]))
 		{
 			p++;
@@ -108,9 +137,12 @@ pf_mask_card_numbers(char *text)
 				n++;
 			}
 			p++;
+			if (uuid_at(text + p) > 0)
+				break;
 			if (isdigit((unsigned char) text[p]))
 				continue;
-			if ((text[p] == ' ' || text[p] == '-') && isdigit((unsigned char) text[p + 1]))
+			if ((text[p] == ' ' || text[p] == '-') && isdigit((unsigned char) text[p + 1]) &&
+				uuid_at(text + p + 1) == 0)
 			{
 				p++;
 				continue;

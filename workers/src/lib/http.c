@@ -5,6 +5,7 @@
 #include "payflow/http.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 
 /* Idle easy handles kept for reuse (each keeps its TLS session cache). */
 #define EASY_POOL_MAX 64
+/* The longest a wait sleeps in curl before it looks at its deadline again. */
+#define POLL_SLICE_MS 1000
 
 struct pf_http
 {
@@ -24,6 +27,7 @@ struct pf_http
 	long		connections;	/* opened by them */
 	pf_http_request *done_head; /* finished, not yet handed out */
 	pf_http_request *done_tail;
+	atomic_bool interrupted;	/* set from any thread: pf_http_interrupt */
 };
 
 pf_http *
@@ -38,6 +42,7 @@ pf_http_create(void)
 		abort();
 	/* connections kept open for reuse across requests */
 	curl_multi_setopt(http->multi, CURLMOPT_MAXCONNECTS, 32L);
+	atomic_init(&http->interrupted, false);
 	return http;
 }
 
@@ -77,6 +82,14 @@ pf_http_request_add_header(pf_http_request *req, const char *name, const char *v
 }
 
 void
+pf_http_request_add_header_line(pf_http_request *req, const char *line)
+{
+	req->headers = curl_slist_append(req->headers, line);
+	if (req->headers == NULL)
+		abort();
+}
+
+void
 pf_http_request_set_body(pf_http_request *req, const void *body, size_t len)
 {
 	req->body = body;
@@ -90,6 +103,8 @@ pf_http_request_clear_results(pf_http_request *req)
 	req->curl_code = CURLE_OK;
 	req->curl_error[0] = '\0';
 	req->seconds = 0;
+	req->response_truncated = false;
+	req->interrupted = false;
 	pf_buf_reset(&req->response);
 	pf_buf_reset(&req->response_headers);
 }
@@ -110,8 +125,15 @@ static size_t
 on_body(char *data, size_t size, size_t n, void *arg)
 {
 	pf_http_request *req = arg;
+	size_t		len = size * n;
 
-	pf_buf_append(&req->response, data, size * n);
+	/* past the cap the rest is read and dropped: the connection stays usable */
+	if (req->max_response > 0 && req->response.len + len > req->max_response)
+	{
+		req->response_truncated = true;
+		len = req->response.len < req->max_response ? req->max_response - req->response.len : 0;
+	}
+	pf_buf_append(&req->response, data, len);
 	return size * n;
 }
 
@@ -146,6 +168,12 @@ pf_http_start(pf_http *http, pf_http_request *req, pf_error *err)
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* curl's defaults, stated: redirects are not followed, TLS is verified */
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, req->no_tls_verify ? 0L : 1L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, req->no_tls_verify ? 0L : 2L);
+	if (req->user_agent != NULL)
+		curl_easy_setopt(easy, CURLOPT_USERAGENT, req->user_agent);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
 					 req->connect_timeout_ms > 0 ? req->connect_timeout_ms : (long) PF_HTTP_DEFAULT_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
@@ -283,19 +311,21 @@ wait_for(pf_http *http, pf_http_request *want, int timeout_ms, int extra_fd)
 		collect_finished(http);
 		if ((r = pop_done(http, want)) != NULL)
 			return r;
+		if (atomic_load(&http->interrupted))
+			return NULL;
 		if (http->in_flight == 0 && extra_fd < 0)
 			return NULL;
 		if (want != NULL && !want->in_flight)
 			return NULL;		/* cancelled */
 
-		left = timeout_ms >= 0 ? deadline - now_ms() : 1000;
+		left = timeout_ms >= 0 ? deadline - now_ms() : POLL_SLICE_MS;
 		if (left <= 0)
 			return NULL;
 		extra.fd = extra_fd;
 		extra.events = CURL_WAIT_POLLIN;
 		extra.revents = 0;
 		curl_multi_poll(http->multi, extra_fd >= 0 ? &extra : NULL, extra_fd >= 0 ? 1 : 0,
-						(int) (left > 1000 ? 1000 : left), &numfds);
+						(int) (left > POLL_SLICE_MS ? POLL_SLICE_MS : left), &numfds);
 		if (extra_fd >= 0 && extra.revents != 0)
 		{
 			curl_multi_perform(http->multi, &running);
@@ -316,16 +346,48 @@ pf_http_wait(pf_http *http, int timeout_ms, int extra_fd)
 pf_result
 pf_http_perform(pf_http *http, pf_http_request *req, pf_error *err)
 {
-	pf_result	r = pf_http_start(http, req, err);
+	pf_result	r;
 
+	if (atomic_load(&http->interrupted))
+	{
+		pf_http_request_clear_results(req);
+		req->interrupted = true;
+		return pf_error_set(err, PF_ERR_TRANSIENT, "interrupted", "%s %s: interrupted before it started",
+							req->method, req->url);
+	}
+	r = pf_http_start(http, req, err);
 	if (r != PF_OK)
 		return r;
 	/* the request's own time-out bounds this wait */
 	if (wait_for(http, req, -1, -1) == NULL)
+	{
+		if (req->in_flight)
+		{
+			/* interrupted: a request left in the transfer set would go on */
+			release_easy(http, req);
+			req->status = 0;
+			req->interrupted = true;
+			return pf_error_set(err, PF_ERR_TRANSIENT, "interrupted", "%s %s: interrupted", req->method, req->url);
+		}
 		return pf_error_set(err, PF_ERR_TRANSIENT, "http", "request abandoned");
+	}
 	if (pf_http_transport_failed(req))
 		return pf_error_set(err, PF_ERR_TRANSIENT, "curl", "%s %s: %s", req->method, req->url, req->curl_error);
 	return PF_OK;
+}
+
+void
+pf_http_interrupt(pf_http *http)
+{
+	atomic_store(&http->interrupted, true);
+	/* wakes a curl_multi_poll in progress, or makes the next one return at once */
+	curl_multi_wakeup(http->multi);
+}
+
+void
+pf_http_clear_interrupt(pf_http *http)
+{
+	atomic_store(&http->interrupted, false);
 }
 
 void
@@ -384,4 +446,32 @@ pf_http_response_header(const pf_http_request *req, const char *name, char *out,
 		p = eol + 1;
 	}
 	return false;
+}
+
+bool
+pf_url_is_loopback(const char *url)
+{
+	CURLU	   *u = curl_url();
+	char	   *host = NULL;
+	bool		loopback = false;
+
+	if (u == NULL)
+		abort();
+	if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host != NULL)
+	{
+		unsigned	a,
+					b,
+					c,
+					d;
+		char		tail;
+
+		if (strcasecmp(host, "localhost") == 0 || strcmp(host, "[::1]") == 0)
+			loopback = true;
+		else if (sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4)
+			loopback = a == 127 && b <= 255 && c <= 255 && d <= 255;
+	}
+	curl_free(host);
+	curl_url_cleanup(u);
+	return loopback;
 }

@@ -21,6 +21,8 @@ struct pf_sqs
 {
 	pf_aws_client *aws;
 	char	   *endpoint;
+	int			n_counts;
+	pf_sqs_action_count counts[PF_SQS_MAX_COUNTED_ACTIONS];
 };
 
 /* A call and the action it runs; pf_aws_call comes first so the two convert. */
@@ -29,7 +31,48 @@ typedef struct sqs_call
 	pf_aws_call call;
 	char		action[48];
 	bool		fifo;
+	pf_sqs_action_count *count;	/* its action's counter */
 } sqs_call;
+
+/* The counter of an action; the last one takes whatever does not fit. */
+static pf_sqs_action_count *
+action_count(pf_sqs *sqs, const char *action)
+{
+	pf_sqs_action_count *c;
+
+	for (int i = 0; i < sqs->n_counts; i++)
+		if (strcmp(sqs->counts[i].action, action) == 0)
+			return &sqs->counts[i];
+	if (sqs->n_counts == PF_SQS_MAX_COUNTED_ACTIONS)
+		return &sqs->counts[PF_SQS_MAX_COUNTED_ACTIONS - 1];
+	c = &sqs->counts[sqs->n_counts++];
+	snprintf(c->action, sizeof(c->action), "%s", sqs->n_counts == PF_SQS_MAX_COUNTED_ACTIONS ? "other" : action);
+	return c;
+}
+
+json_t *
+pf_sqs_counts_json(const pf_sqs *sqs)
+{
+	json_t	   *out = json_object();
+
+	for (int i = 0; i < sqs->n_counts; i++)
+		json_object_set_new(out, sqs->counts[i].action,
+							json_pack("{s:I,s:I}", "calls", (json_int_t) sqs->counts[i].calls,
+									  "entries", (json_int_t) sqs->counts[i].entries));
+	return out;
+}
+
+pf_sqs_action_count
+pf_sqs_count(const pf_sqs *sqs, const char *action)
+{
+	pf_sqs_action_count none = {{0}, 0, 0};
+
+	for (int i = 0; i < sqs->n_counts; i++)
+		if (strcmp(sqs->counts[i].action, action) == 0)
+			return sqs->counts[i];
+	snprintf(none.action, sizeof(none.action), "%s", action);
+	return none;
+}
 
 pf_sqs *
 pf_sqs_create(pf_aws_client *aws, const pf_config *cfg)
@@ -128,9 +171,14 @@ start_call(pf_sqs *sqs, const char *action, json_t *request, void *user, long ti
 	sqs_call   *sc = pf_calloc(1, sizeof(*sc));
 	char	   *body = json_dumps(request, JSON_COMPACT);
 	char		target[80];
+	json_t	   *entries = json_object_get(request, "Entries");
 
 	if (body == NULL)
 		abort();				/* only an allocation failure can get here */
+	sc->count = action_count(sqs, action);
+	sc->count->calls++;
+	if (json_is_array(entries))
+		sc->count->entries += (long) json_array_size(entries);
 	json_decref(request);
 	pf_aws_call_init(&sc->call, "sqs", "POST", sqs->endpoint, body, strlen(body));
 	free(body);
@@ -463,6 +511,7 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 {
 	json_t	   *resp;
 	json_t	   *list;
+	pf_sqs_action_count *counter = ((sqs_call *) call)->count;
 	pf_result	r = pf_sqs_finish(call, &resp, err);
 
 	messages->n = 0;
@@ -470,6 +519,8 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 	if (r != PF_OK)
 		return r;
 	list = json_object_get(resp, "Messages");
+	if (json_is_array(list))
+		counter->entries += (long) json_array_size(list);
 	if (json_is_array(list) && json_array_size(list) > 0)
 	{
 		messages->items = pf_calloc(json_array_size(list), sizeof(pf_sqs_message));

@@ -79,7 +79,7 @@ install_signals(void)
 static json_t *
 stats_json(const relay *r)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
 					 "claims", (json_int_t) r->stats.claims,
 					 "claimed", (json_int_t) r->stats.claimed,
 					 "sent", (json_int_t) r->stats.sent,
@@ -88,7 +88,8 @@ stats_json(const relay *r)
 					 "calls", (json_int_t) r->stats.calls,
 					 "failedCalls", (json_int_t) r->stats.failed_calls,
 					 "inFlight", r->in_flight,
-					 "queued", r->queued);
+					 "queued", r->queued,
+					 "sqs", pf_sqs_counts_json(r->sqs));
 }
 
 /*
@@ -201,6 +202,13 @@ relay_run(relay *r)
 			if (now < r->db_retry_at_ms)
 				timeout = min_int(timeout, (int) (r->db_retry_at_ms - now));
 		}
+		if (r->queued > 0 && relay_batch_deadline(r) != INT64_MAX)
+		{
+			int64_t		due = relay_batch_deadline(r);
+
+			/* a partial batch held back for more rows falls due */
+			timeout = min_int(timeout, (int) (due > now ? due - now : 0));
+		}
 		if (timeout < 1 && pf_aws_pending(r->aws) > 0)
 			timeout = 1;		/* a zero wait would not move the transfers */
 		pgsock = relay_db_socket(r);
@@ -234,7 +242,9 @@ usage(FILE *out)
 			"Moves payflow's outbox to SQS. Settings come from the environment:\n"
 			"  PAYFLOW_DATABASE_URL, PAYFLOW_QUEUE_URLS (destination=queue-url,...),\n"
 			"  PAYFLOW_RELAY_IN_FLIGHT, PAYFLOW_RELAY_LEASE_SECONDS, PAYFLOW_POLL_INTERVAL_MS,\n"
-			"  PAYFLOW_WORKER_ID, PAYFLOW_DRAIN_SECONDS, PAYFLOW_LOG_LEVEL, AWS_*.\n");
+			"  PAYFLOW_SQS_BATCH_WAIT_MS,\n"
+			"  PAYFLOW_WORKER_ID, PAYFLOW_DRAIN_SECONDS, PAYFLOW_LOG_LEVEL, AWS_*.\n"
+			"--print-settings prints every setting it reads as JSON lines, without starting.\n");
 }
 
 int
@@ -246,6 +256,11 @@ main(int argc, char **argv)
 	json_t	   *settings;
 	int			status;
 
+	if (argc == 2 && strcmp(argv[1], "--print-settings") == 0)
+	{
+		pf_config_print_settings(stdout, PROGNAME, NULL, PF_PROGRAM_RELAY);
+		return 0;
+	}
 	if (argc > 1)
 	{
 		bool		help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
@@ -261,6 +276,7 @@ main(int argc, char **argv)
 
 	r.relay_id = r.cfg.worker_id;
 	r.max_in_flight = r.cfg.relay_in_flight;
+	r.batch_wait_ms = r.cfg.sqs_batch_wait_ms;
 	r.lease_seconds = r.cfg.relay_lease_seconds;
 	relay_destinations_init(&r);
 

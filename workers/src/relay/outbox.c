@@ -390,7 +390,8 @@ take_result(relay *r, PGresult *res)
 		r->stats.claims++;
 		r->stats.claimed += claimed;
 		/* a full claim means more is waiting */
-		if (claimed == r->db.claim_max)
+		r->backlog = claimed == r->db.claim_max;
+		if (r->backlog)
 			r->claim_wanted = true;
 	}
 }

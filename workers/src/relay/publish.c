@@ -131,15 +131,44 @@ relay_accept(relay *r, relay_event *ev)
 	if (d->tail)
 		d->tail->next = ev;
 	else
+	{
 		d->head = ev;
+		d->waiting_since_ms = pf_now_ms();
+	}
 	d->tail = ev;
 	d->count++;
 	r->queued++;
 }
 
-/* The destination to send next: full batches first, then the fullest. */
+/*
+ * Whether a claim may bring more rows soon: one is running, or one is
+ * wanted (the last came back full, acks freed message groups, calls ended).
+ */
+static bool
+more_rows_coming(const relay *r)
+{
+	/*
+	 * Only in a backlog (the last claim came back full): under a steady
+	 * load a notification wants a claim after nearly every commit, and
+	 * waiting for those would hold every partial batch the whole
+	 * PAYFLOW_SQS_BATCH_WAIT_MS.
+	 */
+	return r->backlog && ((r->db.active && r->db.claim_max > 0) || r->claim_wanted);
+}
+
+/* A destination's partial batch may leave: nothing more is coming, or it waited long enough. */
+static bool
+partial_due(const relay *r, const relay_destination *d, int64_t now)
+{
+	return !more_rows_coming(r) || now - d->waiting_since_ms >= r->batch_wait_ms;
+}
+
+/*
+ * The destination to send next: full batches first (the fullest), then
+ * the fullest partial one that is due.
+ */
 static relay_destination *
-next_destination(relay *r)
+next_destination(relay *r, int64_t now)
 {
 	relay_destination *best = NULL;
 
@@ -147,10 +176,35 @@ next_destination(relay *r)
 	{
 		relay_destination *d = &r->destinations[i];
 
-		if (d->count > 0 && (best == NULL || d->count > best->count))
+		if (d->count == 0 || (d->count < PF_SQS_MAX_BATCH && !partial_due(r, d, now)))
+			continue;
+		if (best == NULL || d->count > best->count)
 			best = d;
 	}
 	return best;
+}
+
+static bool call_room(const relay *r);
+
+/*
+ * When a partial batch held back falls due; INT64_MAX when none is held,
+ * or no call could start anyway (a finished call wakes the loop then).
+ */
+int64_t
+relay_batch_deadline(const relay *r)
+{
+	int64_t		due = INT64_MAX;
+
+	if (!call_room(r))
+		return INT64_MAX;
+	for (int i = 0; i < r->n_destinations; i++)
+	{
+		const relay_destination *d = &r->destinations[i];
+
+		if (d->count > 0 && d->waiting_since_ms + r->batch_wait_ms < due)
+			due = d->waiting_since_ms + r->batch_wait_ms;
+	}
+	return due;
 }
 
 static relay_batch *
@@ -175,6 +229,8 @@ take_batch(relay_destination *d)
 		d->count--;
 		b->events[b->n++] = ev;
 	}
+	/* what is left begins a batch of its own */
+	d->waiting_since_ms = pf_now_ms();
 	return b;
 }
 
@@ -239,9 +295,8 @@ start_batch(relay *r, relay_batch *b)
 }
 
 /*
- * Calls that hold a place under PAYFLOW_RELAY_IN_FLIGHT: those in flight and
- * those whose acks are not written yet. So at most in-flight × 10 events are
- * ever sent and unacked, which bounds the duplicates a crash can cause.
+ * Calls sent and not yet acked: those in flight and those whose acks are
+ * not written yet.
  */
 int
 relay_busy_calls(const relay *r)
@@ -249,19 +304,32 @@ relay_busy_calls(const relay *r)
 	return r->in_flight + r->unacked_calls;
 }
 
-/* Start calls for queued events while the in-flight bound allows. Returns how many. */
+/*
+ * Whether another call may start: at most PAYFLOW_RELAY_IN_FLIGHT in flight,
+ * and at most as many again whose acks are still being written, so sends
+ * go on while the database writes acks, and at most 2 × in-flight × 10
+ * events are ever sent and unacked (what a crash can send twice).
+ */
+static bool
+call_room(const relay *r)
+{
+	return r->in_flight < r->max_in_flight && relay_busy_calls(r) < 2 * r->max_in_flight;
+}
+
+/* Start calls for queued events while the in-flight bounds allow. Returns how many. */
 int
 relay_start_batches(relay *r)
 {
 	int			started = 0;
+	int64_t		now = pf_now_ms();
 
-	while (relay_busy_calls(r) < r->max_in_flight && r->queued > 0)
+	while (call_room(r) && r->queued > 0)
 	{
-		relay_destination *d = next_destination(r);
+		relay_destination *d = next_destination(r, now);
 		relay_batch *b;
 
 		if (d == NULL)
-			break;				/* cannot happen while queued > 0 */
+			break;				/* only partial batches, waiting for more rows */
 		b = take_batch(d);
 		r->queued -= b->n;
 		if (start_batch(r, b))

@@ -5,7 +5,11 @@
  * One process, one thread, one context (relay). The loop claims rows with
  * payflow.outbox_claim, queues them per destination, sends them in
  * SendMessageBatch calls of up to ten with at most PAYFLOW_RELAY_IN_FLIGHT
- * calls in flight, and acks (or nacks) the outcome of each entry. Delivery
+ * calls in flight, and acks (or nacks) the outcome of each entry. While a
+ * claim may bring more rows, a destination with fewer than ten waits for
+ * them up to PAYFLOW_SQS_BATCH_WAIT_MS. Sends go on while the acks of
+ * earlier calls are being written (at most PAYFLOW_RELAY_IN_FLIGHT more
+ * calls' worth, which bounds what a crash sends twice). Delivery
  * is at-least-once: a row is deleted only after SQS accepted it, so a crash
  * between the send and the ack sends it again once its claim expires.
  *
@@ -56,6 +60,7 @@ typedef struct relay_destination
 	relay_event *head;
 	relay_event *tail;
 	int			count;
+	int64_t		waiting_since_ms;	/* when the events queued now began to wait */
 } relay_destination;
 
 /* One SendMessageBatch call in flight. */
@@ -108,6 +113,7 @@ typedef struct relay
 	pf_sqs	   *sqs;
 
 	int			max_in_flight;	/* SendMessageBatch calls */
+	int			batch_wait_ms;	/* a partial batch waits this long for more rows */
 	int			lease_seconds;
 	int			in_flight;
 	int			unacked_calls;	/* finished, acks not yet written: still
@@ -124,6 +130,8 @@ typedef struct relay
 	unsigned	prepared_shapes;
 	bool		claim_wanted;	/* rows are probably waiting: claim when there
 								 * is room */
+	bool		backlog;		/* the last claim came back full: more rows are
+								 * certainly waiting */
 	int			db_failures;	/* consecutive, for the back-off */
 	int64_t		db_retry_at_ms; /* no database call before this */
 
@@ -148,6 +156,7 @@ void		relay_destinations_init(relay *r);
 void		relay_destinations_free(relay *r);
 void		relay_accept(relay *r, relay_event *ev);
 int			relay_start_batches(relay *r);
+int64_t		relay_batch_deadline(const relay *r);
 int			relay_busy_calls(const relay *r);
 void		relay_finish_batch(relay *r, pf_aws_call *call);
 void		relay_event_free(relay_event *ev);

@@ -1,18 +1,17 @@
 /*
  * db.c
  *		A small pool of PostgreSQL connections for the executors, and the
- *		step functions of payflow's SQL API as C calls.
+ *		other step functions of payflow's SQL API as C calls.
  *
  * Executors spend their time in external calls, not in PostgreSQL, so they
  * share a few connections (PAYFLOW_DB_CONNECTIONS) instead of holding one
  * each: a worker carrying 256 fifteen-minute calls needs 256 connections to
  * the legacy DBMS, but only a handful to payflow's database.
  *
- * Each statement says whether it may run twice (pg.h): claim_step (a second
- * run finds the step leased, so it can never claim twice), complete_step
- * (a repeat returns the first answer), fail_step (a repeat of the same
- * report is recognised), save_step_ref and heartbeat are idempotent;
- * record_dead_letter inserts a row per call, so it runs at most once.
+ * Claims and outcomes go through batch.c (claim_steps, complete_steps,
+ * fail_steps). Each statement says whether it may run twice (pg.h):
+ * save_step_ref and heartbeat are idempotent; record_dead_letter inserts a
+ * row per call, so it runs at most once.
  */
 #include "worker.h"
 
@@ -136,47 +135,24 @@ dup_member(json_t *obj, const char *name)
 }
 
 pf_result
-db_claim_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, int lease_s,
-			  step_claim *claim, pf_error *err)
+db_claim_from_answer(json_t *answer, step_claim *claim, pf_error *err)
 {
-	char		lease[16];
-	const char *values[4] = {operation_id, step, worker_id, lease};
-	PGresult   *res;
-	pf_result	r;
-	json_t	   *answer;
-	json_error_t jerr;
+	const char *reason = json_string_value(json_object_get(answer, "reason"));
 
 	memset(claim, 0, sizeof(*claim));
 	claim->lease_left_s = -1;
-	snprintf(lease, sizeof(lease), "%d", lease_s);
-	/* the database's clock says how long another worker's lease still runs */
-	r = pf_pg_run(pg, PF_PG_IDEMPOTENT,
-				  "SELECT c, extract(epoch FROM (c->>'leaseExpiresAt')::timestamptz - now()) "
-				  "FROM payflow.claim_step($1, $2, $3, $4::int) AS c",
-				  4, values, NULL, NULL, 0, &res, err);
-	if (r != PF_OK)
-		return r;
-	answer = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, &jerr) : NULL;
 	if (!json_is_object(answer) || !json_is_string(json_object_get(answer, "action")))
-	{
-		json_decref(answer);
-		PQclear(res);
 		return pf_error_set(err, PF_ERR_FINAL, "XX000", "payflow.claim_step gave no action");
-	}
 	snprintf(claim->action, sizeof(claim->action), "%s", json_string_value(json_object_get(answer, "action")));
-	snprintf(claim->reason, sizeof(claim->reason), "%s",
-			 json_string_value(json_object_get(answer, "reason")) ? json_string_value(json_object_get(answer, "reason")) : "");
+	snprintf(claim->reason, sizeof(claim->reason), "%s", reason ? reason : "");
 	claim->attempt = (int) json_integer_value(json_object_get(answer, "attempt"));
 	claim->takeover = json_is_true(json_object_get(answer, "takeover"));
 	claim->idempotency_key = dup_member(answer, "idempotencyKey");
 	claim->external_ref = dup_member(answer, "externalRef");
 	claim->payment_id = dup_member(answer, "paymentId");
+	claim->result_name = dup_member(answer, "resultName");
 	if (json_is_object(json_object_get(answer, "input")))
 		claim->input = json_incref(json_object_get(answer, "input"));
-	if (!PQgetisnull(res, 0, 1))
-		claim->lease_left_s = atof(PQgetvalue(res, 0, 1));
-	json_decref(answer);
-	PQclear(res);
 	return PF_OK;
 }
 
@@ -186,34 +162,9 @@ step_claim_free(step_claim *claim)
 	free(claim->idempotency_key);
 	free(claim->external_ref);
 	free(claim->payment_id);
+	free(claim->result_name);
 	json_decref(claim->input);
 	memset(claim, 0, sizeof(*claim));
-}
-
-pf_result
-db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, const char *result,
-				 json_t *result_ref, json_t **answer, pf_error *err)
-{
-	char	   *ref_text = result_ref ? json_dumps(result_ref, JSON_COMPACT) : NULL;
-	const char *values[5] = {operation_id, step, worker_id, result, ref_text};
-	pf_result	r;
-
-	r = db_exec_json(pg, "SELECT payflow.complete_step($1, $2, $3, $4::jsonb, $5::jsonb)", 5, values, answer, err);
-	free(ref_text);
-	return r;
-}
-
-pf_result
-db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, json_t *error,
-			 bool retryable, json_t **answer, pf_error *err)
-{
-	char	   *error_text = json_dumps(error, JSON_COMPACT);
-	const char *values[5] = {operation_id, step, worker_id, error_text, retryable ? "true" : "false"};
-	pf_result	r;
-
-	r = db_exec_json(pg, "SELECT payflow.fail_step($1, $2, $3, $4::jsonb, $5::boolean)", 5, values, answer, err);
-	free(error_text);
-	return r;
 }
 
 pf_result
@@ -224,6 +175,26 @@ db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const ch
 
 	return pf_pg_run(pg, PF_PG_IDEMPOTENT, "SELECT payflow.save_step_ref($1, $2, $3, $4)", 4, values, NULL,
 					 NULL, 0, NULL, err);
+}
+
+void
+db_append_text_array(pf_buf *buf, const char *const *items, int n)
+{
+	pf_buf_append_char(buf, '{');
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			pf_buf_append_char(buf, ',');
+		pf_buf_append_char(buf, '"');
+		for (const char *p = items[i]; *p; p++)
+		{
+			if (*p == '"' || *p == '\\')
+				pf_buf_append_char(buf, '\\');
+			pf_buf_append_char(buf, *p);
+		}
+		pf_buf_append_char(buf, '"');
+	}
+	pf_buf_append_char(buf, '}');
 }
 
 pf_result
@@ -238,15 +209,7 @@ db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *ste
 
 	if (n == 0)
 		return PF_OK;
-	/* operation ids are [pay_ + Crockford base32]: no quoting needed in an array literal */
-	pf_buf_append_char(&ids, '{');
-	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			pf_buf_append_char(&ids, ',');
-		pf_buf_append_str(&ids, operation_ids[i]);
-	}
-	pf_buf_append_char(&ids, '}');
+	db_append_text_array(&ids, operation_ids, n);
 	snprintf(lease, sizeof(lease), "%d", lease_s);
 	values[0] = ids.data;
 	values[1] = step;

@@ -58,13 +58,15 @@ default_db_connections(int concurrency)
 }
 
 worker *
-worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len)
+worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, int *exit_status)
 {
 	worker	   *w = pf_calloc(1, sizeof(*w));
 	struct epoll_event ev;
 	pf_pg_options hb = {0};
 	pf_error	err;
+	int			checked;
 
+	*exit_status = 0;
 	w->wake_fd = w->epoll_fd = -1;
 	w->signal_fd = signal_fd;
 	pthread_mutex_init(&w->lock, NULL);
@@ -78,9 +80,25 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len)
 	w->heartbeat_ms = w->visibility_s * 1000 / 3 > 1000 ? w->visibility_s * 1000 / 3 : 1000;
 	w->held = pf_calloc((size_t) w->concurrency, sizeof(job *));
 
+	/* its settings first: a refused one exits 2 before any connection to payflow's database */
 	w->role_state = role->init(&w->cfg, why, why_len);
 	if (w->role_state == NULL)
 		goto fail;
+
+	/* heartbeats must not stall the loop: short time-outs, the next tick retries */
+	hb.application_name = "payflow-worker heartbeat";
+	hb.connect_timeout_s = 5;
+	hb.statement_timeout_ms = 5000;
+	hb.max_attempts = 2;
+	hb.stop = &w->db_stop;
+	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
+	/* before the queue is touched: a worker that would misread it stops here */
+	checked = pipeline_check(role, w->heartbeat_pg, why, why_len);
+	if (checked != 0)
+	{
+		*exit_status = checked;
+		goto fail;
+	}
 
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -106,16 +124,6 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len)
 	w->db = db_pool_create(w->cfg.database_url,
 						   w->cfg.db_connections > 0 ? w->cfg.db_connections : default_db_connections(w->concurrency),
 						   &w->db_stop);
-	/* heartbeats must not stall the loop: short time-outs, the next tick retries */
-	hb.application_name = "payflow-worker heartbeat";
-	hb.connect_timeout_s = 5;
-	hb.statement_timeout_ms = 5000;
-	hb.max_attempts = 2;
-	hb.stop = &w->db_stop;
-	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
-	if (pf_pg_exec(w->heartbeat_pg, "SELECT 1", 0, NULL, NULL, &err) != PF_OK)
-		pf_log_error(NULL, "PostgreSQL is not reachable yet (%s: %s); going on, it is retried", err.code,
-					 err.message);
 	return w;
 
 fail:
@@ -583,6 +591,49 @@ drain_progress(worker *w, int64_t now)
 	return false;
 }
 
+/* ---- receiving ---- */
+
+/*
+ * Receives ask for min(10, free slots), and only when a slot is free. While
+ * the queue has a backlog (the last receive was answered in full), a
+ * receive for less than a full batch waits up to PAYFLOW_SQS_BATCH_WAIT_MS
+ * for more slots to free: a burst is then taken ten at a time, not one or
+ * two per finished step. With nothing held, or nothing waiting in the
+ * queue, the receive goes at once (a long poll: latency comes first).
+ */
+static void
+receive_if_room(worker *w, int64_t now)
+{
+	int			free_slots = w->concurrency - w->n_held;
+	int			full = w->concurrency < 10 ? w->concurrency : 10;
+	int			max = free_slots < 10 ? free_slots : 10;
+
+	w->receive_fill_until_ms = 0;
+	if (w->draining || free_slots <= 0 || w->transport->ops->receiving(w->transport))
+		return;
+	if (w->slots_free_since_ms == 0)
+		w->slots_free_since_ms = now;
+	if (max < full && w->receive_backlog && w->n_held > 0 &&
+		now - w->slots_free_since_ms < w->cfg.sqs_batch_wait_ms)
+	{
+		w->receive_fill_until_ms = w->slots_free_since_ms + w->cfg.sqs_batch_wait_ms;
+		return;
+	}
+	w->transport->ops->receive(w->transport, max, w->visibility_s);
+	if (w->transport->ops->receiving(w->transport))
+	{
+		w->receive_asked = max;
+		w->slots_free_since_ms = 0;
+	}
+}
+
+/* When receive_if_room wants to look again; INT64_MAX: not before something happens. */
+static int64_t
+receive_deadline(const worker *w)
+{
+	return w->receive_fill_until_ms != 0 ? w->receive_fill_until_ms : INT64_MAX;
+}
+
 /* ---- the loop ---- */
 
 static void
@@ -618,17 +669,13 @@ worker_run(worker *w)
 		int			n_got = 0;
 		int64_t		now;
 		int64_t		timeout;
+		bool		receiving;
 
 		reset_wake(w);
 		handle_signals(w);
 		collect_done(w);
 		now = pf_now_ms();
-		if (!w->draining && w->n_held < w->concurrency)
-		{
-			int			free_slots = w->concurrency - w->n_held;
-
-			w->transport->ops->receive(w->transport, free_slots < 10 ? free_slots : 10, w->visibility_s);
-		}
+		receive_if_room(w, now);
 		if (now >= w->next_heartbeat_ms)
 		{
 			heartbeat(w);
@@ -639,13 +686,19 @@ worker_run(worker *w)
 			break;
 
 		timeout = w->next_heartbeat_ms - now;
+		if (receive_deadline(w) - now < timeout)
+			timeout = receive_deadline(w) - now;
 		if (timeout > MAX_SLEEP_MS)
 			timeout = MAX_SLEEP_MS;
 		if (w->draining && timeout > 200)
 			timeout = 200;
 		if (timeout < 0)
 			timeout = 0;
+		receiving = w->transport->ops->receiving(w->transport);
 		w->transport->ops->poll(w->transport, (int) timeout, w->epoll_fd, &got, &n_got);
+		/* a receive answered in full: more is probably waiting */
+		if (receiving && !w->transport->ops->receiving(w->transport))
+			w->receive_backlog = n_got >= w->receive_asked;
 		for (int i = 0; i < n_got; i++)
 		{
 			if (w->draining || w->n_held >= w->concurrency)

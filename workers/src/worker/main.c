@@ -4,7 +4,8 @@
  *
  * Settings come from the environment (config.h); the role decides which
  * are required. Exit status: 0 after a clean drain (SIGTERM or SIGINT),
- * 2 for a usage or settings error, 1 when start-up fails otherwise,
+ * 2 for a usage or settings error or a pipeline in the database that
+ * does not match the role (pipeline_check.c), 1 when start-up fails otherwise,
  * 128 + the signal when a second signal cut the drain short.
  */
 #include <locale.h>
@@ -21,17 +22,18 @@ static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoi
 static void
 usage(FILE *out)
 {
-	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice|webhook [--check-role]\n"
+	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice|webhook [--check-role | --print-settings]\n"
 			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation:\n"
 			"  payment      PROCESS_PAYMENT through the legacy DBMS (PAYFLOW_LEGACY_*)\n"
 			"  postprocess  POST_PROCESS with PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL\n"
 			"  invoice      CREATE_INVOICE at PAYFLOW_INVOICE_URL\n"
 			"  webhook      OperationCompleted/Failed events POSTed, signed, to each tenant's webhook URL\n"
-			"--check-role exits 0 when the role exists, without starting.\n");
+			"--check-role exits 0 when the role exists, without starting.\n"
+			"--print-settings prints every setting the role reads as JSON lines, without starting.\n");
 }
 
 static const role_ops *
-parse_args(int argc, char **argv, bool *check_only)
+parse_args(int argc, char **argv, bool *check_only, bool *print_settings)
 {
 	const char *name = NULL;
 
@@ -39,6 +41,8 @@ parse_args(int argc, char **argv, bool *check_only)
 	{
 		if (strcmp(argv[i], "--check-role") == 0)
 			*check_only = true;
+		else if (strcmp(argv[i], "--print-settings") == 0)
+			*print_settings = true;
 		else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
 			name = argv[++i];
 		else if (strncmp(argv[i], "--role=", 7) == 0)
@@ -73,17 +77,24 @@ int
 main(int argc, char **argv)
 {
 	bool		check_only = false;
-	const role_ops *role = parse_args(argc, argv, &check_only);
+	bool		print_settings = false;
+	const role_ops *role = parse_args(argc, argv, &check_only, &print_settings);
 	sigset_t	stop_signals;
 	int			signal_fd;
 	worker	   *w;
 	char		why[512] = "";
 	int			rc;
+	int			status;
 
 	if (role == NULL)
 		return argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? 0 : 2;
 	if (check_only)
 		return 0;
+	if (print_settings)
+	{
+		pf_config_print_settings(stdout, "payflow-worker", role->name, PF_PROGRAM_WORKER | role->program);
+		return 0;
+	}
 
 	/* ODBC drivers convert SQL_C_CHAR data by the locale: make that UTF-8 */
 	if (setlocale(LC_CTYPE, "C.UTF-8") == NULL)
@@ -104,10 +115,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 
-	w = worker_create(role, signal_fd, why, sizeof(why));
+	w = worker_create(role, signal_fd, why, sizeof(why), &status);
 	if (w == NULL)
 	{
 		fprintf(stderr, "payflow-worker: %s\n", why);
+		if (status != 0)
+			return status;
 		return strncmp(why, "invalid ", 8) == 0 || strncmp(why, "missing ", 8) == 0 ? 2 : 1;
 	}
 	rc = worker_run(w);

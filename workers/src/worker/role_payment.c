@@ -36,7 +36,8 @@
  * with the code outcome_unknown (fail_step with retryable = false: FAILED,
  * and a dead letter for reconciliation; the client must not resubmit). A
  * call cut off on its way (time-out, cancel, lost connection) is looked up
- * at once too, when there is a look-up; else it is retried.
+ * at once too, when there is a look-up; else it is retried, marked
+ * "outcomeUnknown" so that its last attempt ends as outcome_unknown too.
  *
  * At start-up (or at the first connection, if the DBMS cannot be reached
  * then) the worker asks the driver whether it enforces the query time-out,
@@ -599,6 +600,20 @@ outcome_unknown(payment_thread *pt, step_run *run, const statement *st, const ch
 }
 
 /*
+ * A retryable failure after which the charge may exist (a call cut off on
+ * its way that no look-up could clear up, a job still running at the time-
+ * out). Retried as any other; but if no attempt is left, fail_step ends the
+ * operation with outcome_unknown instead of this error, so that the client
+ * is not told "failed" (and resubmits) about a payment that may be charged.
+ */
+static void
+mark_outcome_unknown(step_run *run)
+{
+	if (run->error != NULL)
+		json_object_set_new(run->error, "outcomeUnknown", json_true());
+}
+
+/*
  * Did a call that failed this way perhaps charge? It reached the DBMS and
  * was cut off (timed out, cancelled, interrupted, connection lost), so its
  * work may have been done.
@@ -626,6 +641,9 @@ exec_failed(payment_thread *pt, step_run *run, const statement *st, const pf_odb
 	pf_odbc_call_info lookup_info;
 	json_t	   *row = NULL;
 	pf_error	lookup_err;
+	bool		cut_off = st != &pt->role->lookup && may_have_charged(info, err);
+	bool		none_charged = false;
+	step_status s;
 	char		why[128];
 
 	if (info->answered && err->result != PF_ERR_INVALID)
@@ -633,17 +651,24 @@ exec_failed(payment_thread *pt, step_run *run, const statement *st, const pf_odb
 		snprintf(why, sizeof(why), "reading its answer failed (SQLSTATE %s)", err->code);
 		return outcome_unknown(pt, run, st, why, legacy_ref);
 	}
-	if (st != &pt->role->lookup && pt->role->lookup.present && may_have_charged(info, err) &&
-		step_stop_requested(run) == STOP_NONE &&
-		legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &lookup_info, &lookup_err) == PF_OK && row != NULL)
+
+	if (cut_off && pt->role->lookup.present && step_stop_requested(run) == STOP_NONE &&
+		legacy_exec(pt, &pt->role->lookup, run, NULL, &row, &lookup_info, &lookup_err) == PF_OK)
 	{
-		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:s,s:O}", "statement", st->what, "sqlstate", err->code,
-													  "result", row),
-					 "look-up found the charge of the %s that was cut off", st->what);
-		run->result = row;
-		return STEP_SUCCEEDED;
+		if (row != NULL)
+		{
+			pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:s,s:O}", "statement", st->what, "sqlstate",
+														  err->code, "result", row),
+						 "look-up found the charge of the %s that was cut off", st->what);
+			run->result = row;
+			return STEP_SUCCEEDED;
+		}
+		none_charged = true;
 	}
-	return call_failed(pt, run, st, err, legacy_ref);
+	s = call_failed(pt, run, st, err, legacy_ref);
+	if (s == STEP_RETRYABLE && cut_off && !none_charged)
+		mark_outcome_unknown(run);
+	return s;
 }
 
 /*
@@ -827,6 +852,7 @@ run_submit_poll(payment_thread *pt, step_run *run)
 			step_set_error(run, "HYT00", "the legacy job did not finish within PAYFLOW_LEGACY_TIMEOUT",
 						   json_pack("{s:s,s:s,s:s,s:i}", "class", "timeout", "source", "legacy", "legacyRef", ref,
 									 "polls", polls));
+			mark_outcome_unknown(run);	/* the job may still charge */
 			free(ref);
 			return STEP_RETRYABLE;
 		}

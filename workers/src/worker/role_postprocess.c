@@ -11,7 +11,10 @@
  *				payflow.invoke_postprocess($3::regprocedure, $1, $4::jsonb))
  *
  * so whatever it writes commits in the transaction that advances the
- * operation and emits InvoiceRequested, or not at all. invoke_postprocess
+ * operation and emits InvoiceRequested, or not at all. Usually the claim
+ * is in that transaction too (CLAIM_RUN_COMPLETE, one statement for the
+ * whole step); a hook that fails there is run again the usual way (claim,
+ * then COMPLETE_WITH_HOOK), where its error is classified and recorded. invoke_postprocess
  * runs it with the worker's rights and checks its signature and answer
  * (22023). The answer is stored by the extension in its own (pg) store,
  * whatever PAYFLOW_STORE says: it never passes through the worker. A hook
@@ -47,6 +50,19 @@
 #define COMPLETE_WITH_HOOK \
 	"SELECT payflow.complete_step($1, 'POST_PROCESS', $2, " \
 	"payflow.invoke_postprocess($3::regprocedure, $1, $4::jsonb))"
+
+/*
+ * With a SQL hook and a "pg" input (the usual case) the step is claimed,
+ * its hook run and the step completed by one statement, in one
+ * transaction. The hook runs as the worker, as in COMPLETE_WITH_HOOK.
+ */
+#define CLAIM_RUN_COMPLETE \
+	"WITH c AS MATERIALIZED (SELECT payflow.claim_step($1, 'POST_PROCESS', $2, $4::int) AS a), " \
+	"i AS MATERIALIZED (SELECT c.a, CASE WHEN c.a ->> 'action' = 'run' AND c.a -> 'input' ->> 'store' = 'pg' " \
+	"THEN convert_from(payflow.payload_get(c.a -> 'input'), 'UTF8')::jsonb END AS input FROM c) " \
+	"SELECT i.a, CASE WHEN jsonb_typeof(i.input) = 'object' THEN payflow.complete_step($1, 'POST_PROCESS', $2, " \
+	"payflow.invoke_postprocess($3::regprocedure, $1, i.input)) END, " \
+	"extract(epoch FROM (i.a ->> 'leaseExpiresAt')::timestamptz - now()) FROM i"
 
 typedef struct postprocess_role_state
 {
@@ -273,6 +289,17 @@ postprocess_run(void *thread, step_run *run)
 	return pt->role->function ? run_sql_hook(pt, run) : run_http_hook(pt, run);
 }
 
+static const char *
+postprocess_one_transaction_sql(void *role, const char **extra)
+{
+	postprocess_role_state *ps = role;
+
+	if (ps->function == NULL)
+		return NULL;			/* an HTTP hook runs outside the database */
+	*extra = ps->function;
+	return CLAIM_RUN_COMPLETE;
+}
+
 const role_ops postprocess_role = {
 	.name = "postprocess",
 	.program = PF_PROGRAM_POSTPROCESS,
@@ -284,4 +311,5 @@ const role_ops postprocess_role = {
 	.thread_cleanup = postprocess_thread_cleanup,
 	.run = postprocess_run,
 	.interrupt = postprocess_interrupt,
+	.one_transaction_sql = postprocess_one_transaction_sql,
 };

@@ -66,8 +66,6 @@
 #include "payflow/http_outcome.h"
 #include "payflow/webhook_signature.h"
 
-/* How long a delivery waits for a pooled connection. */
-#define DB_WAIT_MS 30000
 /* SQS's largest visibility timeout */
 #define MAX_DELAY_SECONDS 43200
 /* How much of a refusing receiver's answer the failure record keeps. */

@@ -8,6 +8,8 @@
  */
 #include "worker.h"
 
+#include "batch.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,8 +24,6 @@
 #include "payflow/s3.h"
 #include "payflow/store.h"
 
-/* How long an executor waits for a pooled connection before giving up. */
-#define DB_WAIT_MS 30000
 /* SQS's largest visibility timeout */
 #define MAX_HIDE_SECONDS 43200
 #define SLEEP_SLICE_MS 100
@@ -314,24 +314,13 @@ read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev,
 }
 
 /*
- * The payload name the extension gives a step's result
- * (payflow.step_definitions.result_name); NULL: kept inline only.
+ * With PAYFLOW_STORE=s3 the result goes to S3, under the name the claim
+ * answer gives it (the step's resultName), and complete_step gets its ref.
  */
-static const char *
-result_payload_name(const char *step)
-{
-	if (strcmp(step, "PROCESS_PAYMENT") == 0)
-		return "payment-result.json";
-	if (strcmp(step, "POST_PROCESS") == 0)
-		return "invoice-input.json";
-	return NULL;
-}
-
-/* With PAYFLOW_STORE=s3 the result goes to S3 and complete_step gets its ref. */
 static pf_result
 store_result(worker *w, executor *ex, step_run *run, const char *text, json_t **result_ref, pf_error *err)
 {
-	const char *name = result_payload_name(w->role->step);
+	const char *name = run->result_name;
 	pf_s3	   *s3;
 	pf_store   *store;
 	pf_payload_ref ref;
@@ -379,7 +368,6 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	char	   *text = NULL;
 	pf_error	err;
 	pf_result	r;
-	pf_pg	   *pg;
 
 	if (status == STEP_COMMITTED)
 	{
@@ -417,20 +405,11 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		free(text);
 		return;
 	}
-	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
-	{
-		r = pf_error_set(&err, PF_ERR_TRANSIENT, "53300", "no database connection free");
-	}
+	/* gathered with the other executors' outcomes into one statement (batch.c) */
+	if (status == STEP_SUCCEEDED)
+		r = batch_complete(w, run->operation_id, text, result_ref, &answer, &err);
 	else
-	{
-		if (status == STEP_SUCCEEDED)
-			r = db_complete_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, text,
-								 result_ref, &answer, &err);
-		else
-			r = db_fail_step(pg, run->operation_id, w->role->step, w->cfg.worker_id, run->error,
-							 status == STEP_RETRYABLE, &answer, &err);
-		db_release(w->db, pg);
-	}
+		r = batch_fail(w, run->operation_id, run->error, status == STEP_RETRYABLE, &answer, &err);
 	json_decref(result_ref);
 	free(text);
 
@@ -478,7 +457,8 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 }
 
 static void
-run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *claim, const pf_log_ids *ids)
+run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *claim, const pf_log_ids *ids,
+		 pf_buf *claimed_input)
 {
 	step_run	run;
 	pf_buf		input = PF_BUF_INIT;
@@ -492,12 +472,20 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 	run.external_ref = claim->external_ref;
 	run.attempt = claim->attempt;
 	run.takeover = claim->takeover;
+	run.result_name = claim->result_name;
 	run.ids = *ids;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
 
-	status = read_input(w, ex, claim, ev, &input, &run);
+	if (claimed_input != NULL)
+	{
+		/* a "pg" payload whose checksum the database checked in the claim */
+		pf_buf_append(&input, claimed_input->data, claimed_input->len);
+		status = STEP_SUCCEEDED;
+	}
+	else
+		status = read_input(w, ex, claim, ev, &input, &run);
 	if (status == STEP_SUCCEEDED)
 	{
 		run.input = pf_buf_str(&input);
@@ -550,6 +538,69 @@ handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
 	j->hide_s = hide_s < 1 ? 1 : hide_s > MAX_HIDE_SECONDS ? MAX_HIDE_SECONDS : hide_s;
 }
 
+/*
+ * The role's one-statement step (role_ops.one_transaction_sql), if it has
+ * one: false when it has none or the statement failed (nothing of it
+ * stays; the caller takes the usual path). Else *claim holds the claim's
+ * answer and *done says whether the step was completed too (the outcome
+ * is then set and logged).
+ */
+static bool
+claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, bool *done)
+{
+	const char *extra = NULL;
+	const char *sql = w->role->one_transaction_sql ? w->role->one_transaction_sql(w->role_state, &extra) : NULL;
+	char		lease[16];
+	const char *values[4];
+	json_error_t jerr;
+	json_t	   *answer;
+	json_t	   *completion;
+	PGresult   *res;
+	pf_error	err;
+	pf_result	r;
+	pf_pg	   *pg;
+
+	*done = false;
+	if (sql == NULL || (pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+		return false;
+	snprintf(lease, sizeof(lease), "%d", w->lease_s);
+	values[0] = ids->operation_id;
+	values[1] = w->cfg.worker_id;
+	values[2] = extra;
+	values[3] = lease;
+	r = pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, 4, values, NULL, NULL, 0, &res, &err);
+	db_release(w->db, pg);
+	if (r != PF_OK)
+	{
+		log_job(PF_LOG_DEBUG, ids, j, json_pack("{s:s}", "code", err.code),
+				"the step did not complete in one statement (%s); claiming it the usual way", err.message);
+		return false;
+	}
+	answer = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, &jerr) : NULL;
+	completion = PQntuples(res) == 1 && !PQgetisnull(res, 0, 1) ? json_loads(PQgetvalue(res, 0, 1), 0, &jerr) : NULL;
+	if (db_claim_from_answer(answer, claim, &err) != PF_OK)
+	{
+		json_decref(answer);
+		json_decref(completion);
+		PQclear(res);
+		step_claim_free(claim);
+		return false;
+	}
+	if (!PQgetisnull(res, 0, 2))
+		claim->lease_left_s = atof(PQgetvalue(res, 0, 2));
+	if (completion != NULL)
+	{
+		*done = true;
+		j->outcome = OUTCOME_DELETE;
+		log_job(PF_LOG_INFO, ids, j, json_pack("{s:o,s:i,s:b}", "answer", completion, "attempt", claim->attempt,
+											   "oneTransaction", true),
+				"%s", "step completed");
+	}
+	json_decref(answer);
+	PQclear(res);
+	return true;
+}
+
 void
 step_execute(worker *w, executor *ex, job *j)
 {
@@ -561,7 +612,9 @@ step_execute(worker *w, executor *ex, job *j)
 	pf_log_ids	ids;
 	pf_error	err;
 	pf_result	r;
-	pf_pg	   *pg;
+	pf_buf		input = PF_BUF_INIT;	/* the input, when the claim brought it */
+	bool		has_input = false;
+	bool		done = false;
 
 	j->outcome = OUTCOME_LEAVE;
 	st = pf_event_parse(m->body, m->body_len, &ev, why, sizeof(why));
@@ -589,14 +642,16 @@ step_execute(worker *w, executor *ex, job *j)
 	ids.event_id = ev.event_id;
 	ids.correlation_id = ev.correlation_id;
 
-	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	if (!claim_run_complete(w, j, &ids, &claim, &done))
+		r = batch_claim(w, ev.operation_id, &claim, &input, &has_input, &err);
+	else if (done)
 	{
-		log_job(PF_LOG_WARN, &ids, j, NULL, "%s", "no database connection free; message left");
+		step_claim_free(&claim);
 		pf_event_free(&ev);
 		return;
 	}
-	r = db_claim_step(pg, ev.operation_id, w->role->step, w->cfg.worker_id, w->lease_s, &claim, &err);
-	db_release(w->db, pg);
+	else
+		r = PF_OK;				/* claimed (or not) by that statement: go on with its answer */
 	if (r != PF_OK)
 	{
 		if (strcmp(err.code, "PF003") == 0)
@@ -605,6 +660,7 @@ step_execute(worker *w, executor *ex, job *j)
 			log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s}", "code", err.code),
 					"claim_step failed, message left: %s", err.message);
 		pf_event_free(&ev);
+		pf_buf_free(&input);
 		return;
 	}
 
@@ -651,11 +707,12 @@ step_execute(worker *w, executor *ex, job *j)
 				json_pack("{s:i,s:b,s:s*}", "attempt", claim.attempt, "takeover", claim.takeover,
 						  "externalRef", claim.external_ref),
 				"%s", "step claimed");
-		run_step(w, ex, j, &ev, &claim, &ids);
+		run_step(w, ex, j, &ev, &claim, &ids, has_input ? &input : NULL);
 	}
 	else
 		log_job(PF_LOG_ERROR, &ids, j, json_pack("{s:s}", "action", claim.action),
 				"%s", "claim_step answered an unknown action; message left");
 	step_claim_free(&claim);
 	pf_event_free(&ev);
+	pf_buf_free(&input);
 }

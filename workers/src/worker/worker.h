@@ -32,6 +32,7 @@
  *		db.c			connection pool and payflow's step functions
  *		transport_sqs.c	the SQS transport
  *		protection.c	ECS task scale-in protection while messages are held
+ *		pipeline_check.c	at start-up: the database's pipeline against the role's events
  *		role_payment.c	the payment role: the legacy DBMS over ODBC
  *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook
  *		role_invoice.c	the invoice role: the invoice API over HTTP(S)
@@ -48,6 +49,7 @@
 
 #include <jansson.h>
 
+#include "payflow/buf.h"
 #include "payflow/config.h"
 #include "payflow/error.h"
 #include "payflow/event.h"
@@ -68,6 +70,8 @@ typedef struct transport_message
 	char	   *body;
 	size_t		body_len;
 	int			receive_count;	/* 1 on the first delivery */
+	int64_t		visible_at_ms;	/* when it shows again unless renewed (pf_now_ms
+								 * clock): a waiting delete leaves before */
 } transport_message;
 
 typedef struct transport transport;
@@ -152,6 +156,7 @@ typedef struct step_run
 	json_t	   *error;			/* STEP_RETRYABLE/PERMANENT: {"code","message",…} */
 
 	/* private to step.c */
+	const char *result_name;	/* the claim's resultName, NULL: inline only */
 	json_t	   *completion;		/* STEP_COMMITTED: complete_step's answer */
 	worker	   *w;
 	executor   *ex;
@@ -189,6 +194,18 @@ typedef struct role_ops
 	 * (*hide_s with OUTCOME_HIDE); step_bad_message() for one it cannot use.
 	 */
 	job_outcome (*handle_event) (void *thread, step_run *run, int *hide_s);
+	/*
+	 * Optional, for a step whose work is SQL in payflow's own database: a
+	 * statement that claims the step, runs the work and completes it in one
+	 * transaction. $1 operation id, $2 worker id, $3 *extra, $4 lease
+	 * seconds; it returns the claim's answer, the completion (NULL when it
+	 * did not complete: the step was not claimable, or its input is not in
+	 * the "pg" store) and the seconds left of the answer's lease. NULL: none
+	 * for this configuration. Should the statement fail, nothing of it
+	 * stays and the step takes the usual path (claim, run, complete), where
+	 * the failure is classified and recorded.
+	 */
+	const char *(*one_transaction_sql) (void *role, const char **extra);
 } role_ops;
 
 extern const role_ops payment_role;
@@ -241,19 +258,21 @@ typedef struct step_claim
 	char	   *external_ref;
 	char	   *payment_id;
 	json_t	   *input;			/* the step's input reference */
+	char	   *result_name;	/* payload name of its result; NULL: kept inline */
 	double		lease_left_s;	/* busy: seconds until the other lease expires; < 0 unknown */
 } step_claim;
 
-pf_result	db_claim_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
-						  int lease_s, step_claim *claim, pf_error *err);
 void		step_claim_free(step_claim *claim);
-pf_result	db_complete_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
-							 const char *result, json_t *result_ref, json_t **answer, pf_error *err);
+/* The fields of a claim_step answer into *claim (zeroed first; lease_left_s -1). */
+pf_result	db_claim_from_answer(json_t *answer, step_claim *claim, pf_error *err);
 /* A statement returning one jsonb value, parsed into *answer. */
 pf_result	db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **answer,
 						 pf_error *err);
-pf_result	db_fail_step(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
-						 json_t *error, bool retryable, json_t **answer, pf_error *err);
+/* How long an executor waits for a pooled connection before giving up. */
+#define DB_WAIT_MS 30000
+
+/* {"a","b"}: a text[] literal of n strings, each quoted. */
+void		db_append_text_array(pf_buf *buf, const char *const *items, int n);
 pf_result	db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
 							 const char *ref, pf_error *err);
 /* Renew n leases of one step kind in one statement; held[i] false when lost. */
@@ -336,10 +355,19 @@ struct worker
 	int64_t		abandon_deadline_ms;	/* drain over: calls cancelled, waiting for them */
 	bool		stuck;			/* executors that never returned: no clean-up */
 	long		handled;		/* messages whose outcome was acted on */
+	int64_t		slots_free_since_ms;	/* a slot is free and no receive asks for it; 0: none */
+	int64_t		receive_fill_until_ms;	/* a receive waits for more free slots until then; 0: none */
+	int			receive_asked;	/* what the receive in flight (or the last) asked for */
+	bool		receive_backlog;	/* the last receive was answered in full */
 	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 
-worker	   *worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len);
+/*
+ * NULL with why set when the worker cannot start; *exit_status is then 2
+ * when the pipeline does not match the role, 1 when it could not be read,
+ * else 0 (main decides by why).
+ */
+worker	   *worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, int *exit_status);
 int			worker_run(worker *w);
 void		worker_destroy(worker *w);
 
@@ -349,6 +377,9 @@ void		executors_stop(worker *w, bool wait);
 void		executor_enqueue(worker *w, job *j);
 /* Take back jobs no executor has started (drain); returns the list. */
 job		   *executor_take_queued(worker *w);
+
+/* pipeline_check.c: 0 matches (or not checkable now, logged), 2 mismatch, 1 failed; why set. */
+int			pipeline_check(const role_ops *role, pf_pg *pg, char *why, size_t why_len);
 
 /* step.c: handle one message on an executor; sets j->outcome and j->hide_s. */
 void		step_execute(worker *w, executor *ex, job *j);

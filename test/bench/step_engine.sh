@@ -1,0 +1,102 @@
+#!/bin/bash
+# The database work per operation of the step engine, measured in the
+# same cluster and run against the previous release: BENCH_STEP_OPS
+# operations from submit to COMPLETED (three no-op steps, a relay claiming
+# and acking 100 events at a time), one COMMIT per call as the edge
+# processes make them (test/bench/step_engine.sql), in three databases:
+#
+#   0.3.0 single   payflow 0.3.0 (CREATE EXTENSION ... VERSION '0.3.0'),
+#                  claim_step + payload_get + complete_step per step: the
+#                  baseline, what 0.3 cost
+#   0.4.0 single   the current version, the same single-item calls
+#   0.4.0 batch    claim_steps + complete_steps of 10 (payflow-worker 0.4)
+#
+# Then the relay's claim after VACUUM of an empty outbox (outbox_vacuum.sql):
+# the time BENCH_STEP_OPS events take to drain in a session whose outbox_claim plan was
+# made for the truncated, empty table, beside a round with fresh statistics,
+# for both versions (autovacuum off on the outbox meanwhile, so no ANALYZE
+# comes to the rescue).  The aim: within 0.9x of the normal round.
+#
+# Rounds interleaved (the order rotates), medians.  Per operation: the
+# backend's CPU (from /proc/self/stat; one backend does all the work, no
+# other client runs), commits and WAL bytes.  The edge processes, SQS and
+# the scheduler's NOTIFYs are not in it: test/bench/pipeline.sh measures
+# the whole pipeline.  Prints figures, never fails on them.
+#
+#   BENCH_STEP_OPS=2000  BENCH_STEP_ROUNDS=3  PF_BENCH_STEP_PGPORT=54367
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source test/bench/lib.sh
+export PF_PGPORT=${PF_BENCH_STEP_PGPORT:-54367} PF_FLAVOUR=c
+export PF_CLUSTER_DIR=/tmp/payflow-bench-step-$PF_PGPORT
+source test/lib/cluster.sh
+
+OPS=${BENCH_STEP_OPS:-2000}
+ROUNDS=${BENCH_STEP_ROUNDS:-3}
+TICKS=$(getconf CLK_TCK)
+
+bench_build
+pf_cluster_destroy
+trap 'pf_cluster_destroy' EXIT
+pf_cluster_start
+for db in pf_v030 pf_v040; do
+	pf_psql -d postgres -qc "CREATE DATABASE $db" >/dev/null
+done
+pf_psql -d pf_v030 -qc "CREATE EXTENSION payflow VERSION '0.3.0'" >/dev/null
+pf_psql -d pf_v040 -qc "CREATE EXTENSION payflow" >/dev/null
+echo "== step engine: database work per operation ($OPS operations a round, $ROUNDS rounds, payflow $(pf_psql -d pf_v040 -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'") vs 0.3.0)"
+
+declare -A CPU COMMITS WAL
+run() {	# run ROUND LABEL DB MODE BATCH
+	local out cpu commits wal done
+	out=$(pf_psql -d "$3" -Atq -v run="r$1-$4" -v n="$OPS" -v mode="$4" -v batch="$5" -v ticks="$TICKS" \
+		-f test/bench/step_engine.sql | tail -n 1)
+	read -r cpu commits wal done <<<"$out"
+	if [ "$done" != "$OPS" ]; then
+		echo "step_engine: $2 completed $done of $OPS operations"
+		exit 1
+	fi
+	CPU[$2]+="$(awk -v c="$cpu" -v n="$OPS" 'BEGIN { printf "%.3f", c / n }') "
+	COMMITS[$2]+="$(awk -v c="$commits" -v n="$OPS" 'BEGIN { printf "%.2f", c / n }') "
+	WAL[$2]+="$(awk -v w="$wal" -v n="$OPS" 'BEGIN { printf "%.0f", w / n }') "
+}
+labels=("0.3.0-single" "0.4.0-single" "0.4.0-batch")
+for round in $(seq 1 "$ROUNDS"); do
+	for label in $(bench_rotate "$round" "${labels[@]}"); do
+		case $label in
+			0.3.0-single) run "$round" "$label" pf_v030 single 1 ;;
+			0.4.0-single) run "$round" "$label" pf_v040 single 1 ;;
+			0.4.0-batch) run "$round" "$label" pf_v040 batch 10 ;;
+		esac
+	done
+done
+
+printf '%-14s %12s %12s %12s %10s\n' "" "CPU ms/op" "commits/op" "WAL B/op" "CPU ratio"
+base=$(bench_med "${CPU[0.3.0-single]}")
+for label in "${labels[@]}"; do
+	cpu=$(bench_med "${CPU[$label]}")
+	printf '%-14s %12s %12s %12s %10s\n' "$label" "$cpu" "$(bench_med "${COMMITS[$label]}")" \
+		"$(bench_med "${WAL[$label]}")" "$(bench_ratio "$cpu" "$base")"
+	bench_result "step_engine_cpu_ms_$label" "${CPU[$label]}"
+done
+echo "(rounds: $(for l in "${labels[@]}"; do printf '%s [%s] ' "$l" "${CPU[$l]% }"; done))"
+
+# ---- the relay's claim after VACUUM of an empty outbox
+for db in pf_v030 pf_v040; do
+	pf_psql -d "$db" -qc "ALTER TABLE payflow.outbox SET (autovacuum_enabled = false)" >/dev/null
+done
+declare -A DRAIN
+for round in $(seq 1 "$ROUNDS"); do
+	for case in $(bench_rotate "$round" pf_v030:1 pf_v030:0 pf_v040:1 pf_v040:0); do
+		db=${case%:*}
+		DRAIN[$case]+="$(pf_psql -d "$db" -Atq -v run="v$round-${case/:/-}" -v n="$OPS" -v after_vacuum="${case#*:}" \
+			-f test/bench/outbox_vacuum.sql | tail -n 1) "
+	done
+done
+echo "== the relay's outbox_claim after VACUUM of an empty outbox ($OPS events drained, ms)"
+printf '%-8s %16s %16s %22s\n' "" "fresh statistics" "after VACUUM" "speed after/fresh"
+for db in pf_v030 pf_v040; do
+	fresh=$(bench_med "${DRAIN[$db:0]}")
+	after=$(bench_med "${DRAIN[$db:1]}")
+	printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$fresh" "$after" "$(bench_ratio "$fresh" "$after")x"
+done

@@ -1,0 +1,355 @@
+/*
+ * batch.c
+ *		The executors' claims, completions and failures, gathered into one
+ *		statement each (payflow.claim_steps, complete_steps, fail_steps).
+ *
+ * A receive hands up to ten messages to as many executors at once; each
+ * claims its step, and their outcomes come back close together. Instead
+ * of a round trip and a transaction each, the first executor to ask
+ * becomes the batch's leader: it waits up to BATCH_WINDOW_MS for others
+ * (or until BATCH_MAX are waiting, or as many as there are executors with
+ * a message: a lone step never waits), takes them, runs one statement on one
+ * pooled connection and hands every executor its own row. The database
+ * answers each item on its own (its answer, or its error: one unknown
+ * operation never fails its neighbours); a failure of the statement itself
+ * (a lost connection) is every item's error, as it was each call's before.
+ * The leader of one batch is a follower of none: whoever waits when a
+ * batch ends and finds no leader takes the next one.
+ *
+ * Each statement is as safe to run twice as the single calls were
+ * (db.c): a repeated claim finds the step leased by us, a repeated
+ * completion gets its first answer, a repeated failure is recognised.
+ */
+#include "batch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "payflow/buf.h"
+
+#define BATCH_MAX 10
+#define BATCH_WINDOW_MS 5
+
+typedef enum
+{
+	KIND_CLAIM,
+	KIND_COMPLETE,
+	KIND_FAIL,
+	N_KINDS
+} batch_kind;
+
+typedef struct request
+{
+	const char *operation_id;
+	char	   *item;			/* complete/fail: the item sent (JSON text), owned */
+
+	/* set by the leader; read once done (under batch_lock) */
+	bool		done;
+	pf_result	r;
+	pf_error	err;
+	json_t	   *answer;
+	double		lease_left_s;	/* claim: until the answer's leaseExpiresAt; < 0 unknown */
+	pf_buf		input;			/* claim: the inline input */
+	bool		has_input;
+	struct request *next;
+} request;
+
+typedef struct queue
+{
+	request    *head;
+	request    *tail;
+	int			n;
+	bool		leader;			/* a thread gathers or runs a batch */
+} queue;
+
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t batch_changed = PTHREAD_COND_INITIALIZER;
+static queue queues[N_KINDS];
+
+static const char *const batch_sql[N_KINDS] = {
+	"SELECT c.item, c.answer, c.input, c.error, "
+	"extract(epoch FROM (c.answer->>'leaseExpiresAt')::timestamptz - now()) "
+	"FROM payflow.claim_steps($1, $2, $3::text[], $4::int) AS c",
+	"SELECT c.item, c.answer, NULL, c.error, NULL FROM payflow.complete_steps($1, $2, $3::jsonb) AS c",
+	"SELECT c.item, c.answer, NULL, c.error, NULL FROM payflow.fail_steps($1, $2, $3::jsonb) AS c",
+};
+
+/* One row of the batch's answer into its request. */
+static void
+take_row(PGresult *res, int row, request *req)
+{
+	json_error_t jerr;
+
+	if (!PQgetisnull(res, row, 3))
+	{
+		json_t	   *e = json_loads(PQgetvalue(res, row, 3), 0, &jerr);
+		const char *code = json_string_value(json_object_get(e, "code"));
+		const char *message = json_string_value(json_object_get(e, "message"));
+
+		req->r = pf_error_set(&req->err, PF_ERR_FINAL, code ? code : "XX000", "%s", message ? message : "error");
+		json_decref(e);
+		return;
+	}
+	if (PQgetisnull(res, row, 1) || (req->answer = json_loads(PQgetvalue(res, row, 1), 0, &jerr)) == NULL)
+	{
+		req->r = pf_error_set(&req->err, PF_ERR_FINAL, "XX000", "no answer for this item");
+		return;
+	}
+	if (!PQgetisnull(res, row, 4))
+		req->lease_left_s = atof(PQgetvalue(res, row, 4));
+	if (!PQgetisnull(res, row, 2))
+	{
+		size_t		len = 0;
+		unsigned char *bytes = PQunescapeBytea((const unsigned char *) PQgetvalue(res, row, 2), &len);
+
+		if (bytes != NULL)
+		{
+			pf_buf_append(&req->input, (const char *) bytes, len);
+			req->has_input = true;
+			PQfreemem(bytes);
+		}
+	}
+	req->r = PF_OK;
+}
+
+/* Run one batch (the leader, without the lock). */
+static void
+run_batch(worker *w, batch_kind kind, request **reqs, int n)
+{
+	pf_buf		arg = PF_BUF_INIT;
+	char		lease[16];
+	const char *values[4];
+	PGresult   *res = NULL;
+	pf_error	err;
+	pf_result	r;
+	pf_pg	   *pg;
+
+	for (int i = 0; i < n; i++)
+	{
+		reqs[i]->r = PF_ERR_FINAL;
+		reqs[i]->lease_left_s = -1;
+	}
+	if (kind == KIND_CLAIM)
+	{
+		const char *ids[BATCH_MAX];
+
+		for (int i = 0; i < n; i++)
+			ids[i] = reqs[i]->operation_id;
+		db_append_text_array(&arg, ids, n);
+	}
+	else
+	{
+		/* as text: a result is sent as the role wrote it (12.50 stays 12.50) */
+		pf_buf_append_char(&arg, '[');
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				pf_buf_append_char(&arg, ',');
+			pf_buf_append_str(&arg, reqs[i]->item);
+		}
+		pf_buf_append_char(&arg, ']');
+	}
+	snprintf(lease, sizeof(lease), "%d", w->lease_s);
+	values[0] = w->role->step;
+	values[1] = w->cfg.worker_id;
+	values[2] = arg.data;
+	values[3] = lease;
+
+	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+		r = pf_error_set(&err, PF_ERR_TRANSIENT, "53300", "no database connection free");
+	else
+	{
+		r = pf_pg_run(pg, PF_PG_IDEMPOTENT, batch_sql[kind], kind == KIND_CLAIM ? 4 : 3, values, NULL, NULL, 0,
+					  &res, &err);
+		db_release(w->db, pg);
+	}
+	pf_buf_free(&arg);
+	if (r != PF_OK)
+	{
+		for (int i = 0; i < n; i++)
+		{
+			reqs[i]->r = r;
+			reqs[i]->err = err;
+		}
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		pf_error_set(&reqs[i]->err, PF_ERR_FINAL, "XX000", "the batch gave no row for this item");
+	for (int row = 0; row < PQntuples(res); row++)
+	{
+		int			item = atoi(PQgetvalue(res, row, 0));
+
+		if (item >= 1 && item <= n)
+			take_row(res, row, reqs[item - 1]);
+	}
+	PQclear(res);
+}
+
+/* Executors holding a message: the most requests a batch may wait for. */
+static int
+busy_executors(worker *w)
+{
+	int			n = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (int i = 0; i < w->concurrency; i++)
+		if (w->executors[i].current != NULL)
+			n++;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
+/* Queue req, and wait until some leader (perhaps this thread) has run it. */
+static void
+submit(worker *w, batch_kind kind, request *req)
+{
+	queue	   *q = &queues[kind];
+	int			busy = busy_executors(w);	/* before batch_lock: never both at once */
+
+	pthread_mutex_lock(&batch_lock);
+	req->next = NULL;
+	if (q->tail)
+		q->tail->next = req;
+	else
+		q->head = req;
+	q->tail = req;
+	q->n++;
+	pthread_cond_broadcast(&batch_changed);
+	while (!req->done)
+	{
+		request    *batch[BATCH_MAX];
+		struct timespec until;
+		int			n = 0;
+
+		if (q->leader)
+		{
+			pthread_cond_wait(&batch_changed, &batch_lock);
+			continue;
+		}
+		q->leader = true;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += BATCH_WINDOW_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L)
+		{
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (q->n < BATCH_MAX && q->n < busy &&
+			   pthread_cond_timedwait(&batch_changed, &batch_lock, &until) != ETIMEDOUT)
+			;
+		while (q->head && n < BATCH_MAX)
+		{
+			batch[n++] = q->head;
+			q->head = q->head->next;
+			q->n--;
+		}
+		if (q->head == NULL)
+			q->tail = NULL;
+		pthread_mutex_unlock(&batch_lock);
+
+		run_batch(w, kind, batch, n);
+
+		pthread_mutex_lock(&batch_lock);
+		for (int i = 0; i < n; i++)
+			batch[i]->done = true;
+		q->leader = false;
+		pthread_cond_broadcast(&batch_changed);
+	}
+	pthread_mutex_unlock(&batch_lock);
+}
+
+pf_result
+batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input, pf_error *err)
+{
+	request		req;
+	pf_result	r;
+
+	memset(&req, 0, sizeof(req));
+	req.operation_id = operation_id;
+	memset(claim, 0, sizeof(*claim));
+	claim->lease_left_s = -1;
+	*has_input = false;
+	submit(w, KIND_CLAIM, &req);
+	r = req.r;
+	if (r == PF_OK)
+		r = db_claim_from_answer(req.answer, claim, err);
+	else
+		*err = req.err;
+	if (r == PF_OK)
+	{
+		claim->lease_left_s = req.lease_left_s;
+		if (req.has_input)
+		{
+			pf_buf_append(input, req.input.data, req.input.len);
+			*has_input = true;
+		}
+	}
+	json_decref(req.answer);
+	pf_buf_free(&req.input);
+	return r;
+}
+
+/* complete_steps / fail_steps of one item */
+static pf_result
+submit_outcome(worker *w, batch_kind kind, const char *operation_id, char *item, json_t **answer, pf_error *err)
+{
+	request		req;
+
+	memset(&req, 0, sizeof(req));
+	req.operation_id = operation_id;
+	req.item = item;
+	submit(w, kind, &req);
+	free(item);
+	*answer = req.answer;
+	if (req.r != PF_OK)
+		*err = req.err;
+	return req.r;
+}
+
+pf_result
+batch_complete(worker *w, const char *operation_id, const char *result, json_t *result_ref, json_t **answer,
+			   pf_error *err)
+{
+	json_error_t jerr;
+	json_t	   *doc = json_loads(result, 0, &jerr);
+	json_t	   *id = json_string(operation_id);
+	char	   *id_text = json_dumps(id, JSON_ENCODE_ANY);
+	char	   *ref_text = result_ref ? json_dumps(result_ref, JSON_COMPACT) : NULL;
+	pf_buf		item = PF_BUF_INIT;
+
+	*answer = NULL;
+	/* checked here: one item that is no JSON would fail the whole statement */
+	if (doc == NULL || id_text == NULL)
+	{
+		json_decref(doc);
+		json_decref(id);
+		free(id_text);
+		free(ref_text);
+		return pf_error_set(err, PF_ERR_FINAL, "22P02", "the result is not JSON: %s", doc ? "" : jerr.text);
+	}
+	json_decref(doc);
+	json_decref(id);
+	pf_buf_append_str(&item, "{\"operationId\":");
+	pf_buf_append_str(&item, id_text);
+	pf_buf_append_str(&item, ",\"result\":");
+	pf_buf_append_str(&item, result);
+	pf_buf_append_str(&item, ",\"resultRef\":");
+	pf_buf_append_str(&item, ref_text ? ref_text : "null");
+	pf_buf_append_char(&item, '}');
+	free(id_text);
+	free(ref_text);
+	return submit_outcome(w, KIND_COMPLETE, operation_id, item.data, answer, err);
+}
+
+pf_result
+batch_fail(worker *w, const char *operation_id, json_t *error, bool retryable, json_t **answer, pf_error *err)
+{
+	json_t	   *item = json_pack("{s:s,s:O,s:b}", "operationId", operation_id, "error", error, "retryable", retryable);
+	char	   *text = json_dumps(item, JSON_COMPACT);
+
+	json_decref(item);
+	return submit_outcome(w, KIND_FAIL, operation_id, text, answer, err);
+}

@@ -337,7 +337,9 @@ cat <<-'EOF'
 	  SELECT payflow.add_destination('risk-requests');
 	  SELECT payflow.add_step('RISK_CHECK', 'RiskCheckRequested', 'risk-requests', before_step => 'PROCESS_PAYMENT',
 	                          running_status => 'RISK_CHECKING', done_status => 'RISK_CHECKED');
-	then map risk-requests to a queue in the relay's PAYFLOW_QUEUE_URLS and run a worker for RISK_CHECK (README, "Statuses and steps")
+	then map risk-requests to a queue in the relay's PAYFLOW_QUEUE_URLS and run a worker for it, no code needed:
+	  PAYFLOW_QUEUE_URL=<risk-requests> PAYFLOW_STEP_URL=https://risk.internal/check payflow-worker --role http --step RISK_CHECK
+	  (or --role sql --step NAME with PAYFLOW_STEP_FUNCTION='schema.fn(text,jsonb)'; README, "Statuses and steps")
 	EOF
 
 if [ "$KEEP" = 1 ]; then

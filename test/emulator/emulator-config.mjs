@@ -61,12 +61,15 @@ export const config = Object.freeze({
 // fauxqs answers for this account only; queue URLs carry it in their path.
 export const accountId = "000000000000";
 
-// The queues of DESIGN.md §2, each with a FIFO twin and a DLQ per variant.
+// The queues of DESIGN.md §2, each with a FIFO twin and a DLQ per variant,
+// and those of steps a test adds by SQL (PAYFLOW_EMULATOR_EXTRA_QUEUES, a
+// comma-separated list of destination names, e.g. "risk-requests").
 export const queueBaseNames = Object.freeze([
 	"payment-requests",
 	"payment-completed",
 	"invoice-requests",
 	"operation-events",
+	...(env.PAYFLOW_EMULATOR_EXTRA_QUEUES || "").split(",").map((name) => name.trim()).filter(Boolean),
 ]);
 
 export const bucketName = "payflow-payloads";

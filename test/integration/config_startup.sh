@@ -54,16 +54,20 @@ base_env() {
 			echo "PAYFLOW_LEGACY_CALL=SELECT * FROM charge(:idempotency_key)" ;;
 		postprocess) echo "PAYFLOW_POSTPROCESS_FUNCTION=payflow.default_postprocess(text,jsonb)" ;;
 		invoice) echo "PAYFLOW_INVOICE_URL=$NOWHERE/invoices" ;;
+		http) echo "PAYFLOW_STEP_URL=$NOWHERE/risk" ;;
+		sql) echo "PAYFLOW_STEP_FUNCTION=risk.check(text,jsonb)" ;;
 	esac
 }
 command_of() {
 	case $1 in
 		relay) echo "$BIN/payflow-relay" ;;
 		api) echo "$BIN/payflow-api" ;;
+		# the generic roles: a step added by SQL (the database, unreachable here, is waited for)
+		http | sql) echo "$BIN/payflow-worker --role $1 --step RISK_CHECK" ;;
 		*) echo "$BIN/payflow-worker --role $1" ;;
 	esac
 }
-PROGRAMS=(relay payment postprocess invoice webhook)
+PROGRAMS=(relay payment postprocess invoice webhook http sql)
 if [ -x "$BIN/payflow-api" ]; then
 	PROGRAMS+=(api)
 else
@@ -129,12 +133,21 @@ for p in "${PROGRAMS[@]}"; do
 	CONTROL_PID[$p]=$!
 	PIDS+=($!)
 done
+# and the post-processing role without a hook setting: the shipped default
+mapfile -t envs < <(env_for postprocess -PAYFLOW_POSTPROCESS_FUNCTION)
+env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" $(command_of postprocess) >"$DIR/postprocess-default.run" 2>&1 &
+default_pid=$!
+PIDS+=($!)
 sleep 1.5
 for p in "${PROGRAMS[@]}"; do
 	pf_ok "positive control: $p starts with the base settings (and waits for its servers)" kill -0 "${CONTROL_PID[$p]}"
 	kill -9 "${CONTROL_PID[$p]}" 2>/dev/null || true
 	wait "${CONTROL_PID[$p]}" 2>/dev/null || true
 done
+pf_ok "positive control: postprocess without PAYFLOW_POSTPROCESS_FUNCTION or _URL starts, saying it runs the shipped hook" \
+	bash -c "kill -0 $default_pid && grep -q 'the shipped payflow.default_postprocess(text,jsonb)' '$DIR/postprocess-default.run'"
+kill -9 "$default_pid" 2>/dev/null || true
+wait "$default_pid" 2>/dev/null || true
 
 # --- every program: the database, the log level, the store, AWS endpoints and credentials
 for p in "${PROGRAMS[@]}"; do
@@ -150,7 +163,7 @@ for p in "${PROGRAMS[@]}"; do
 done
 
 # --- AWS users: region and credentials
-for p in relay payment postprocess invoice webhook; do
+for p in relay payment postprocess invoice webhook http sql; do
 	refused "$p" AWS_REGION -AWS_REGION
 	refused "$p" AWS_ACCESS_KEY_ID -AWS_ACCESS_KEY_ID -AWS_SECRET_ACCESS_KEY
 done
@@ -167,7 +180,7 @@ refused relay PAYFLOW_RELAY_IN_FLIGHT PAYFLOW_RELAY_IN_FLIGHT=many
 refused relay PAYFLOW_RELAY_LEASE_SECONDS PAYFLOW_RELAY_LEASE_SECONDS=1
 
 # --- every worker role: queue, concurrency, time-outs
-for p in payment postprocess invoice webhook; do
+for p in payment postprocess invoice webhook http sql; do
 	refused "$p" PAYFLOW_QUEUE_URL -PAYFLOW_QUEUE_URL
 	refused "$p" PAYFLOW_QUEUE_URL PAYFLOW_QUEUE_URL=sqs://payment-requests
 	refused "$p" PAYFLOW_CONCURRENCY PAYFLOW_CONCURRENCY=eight
@@ -193,10 +206,18 @@ refused payment PAYFLOW_LEGACY_MODE PAYFLOW_LEGACY_MODE=async
 refused payment PAYFLOW_LEGACY_SUBMIT PAYFLOW_LEGACY_MODE=submit-poll
 refused payment PAYFLOW_LEGACY_TIMEOUT PAYFLOW_LEGACY_TIMEOUT=forever
 refused payment PAYFLOW_LEGACY_RETRYABLE_SQLSTATES PAYFLOW_LEGACY_RETRYABLE_SQLSTATES=not-a-sqlstate
-refused postprocess PAYFLOW_POSTPROCESS_FUNCTION -PAYFLOW_POSTPROCESS_FUNCTION
+# neither hook is the shipped default (a positive control below); both at once is refused
+refused postprocess PAYFLOW_POSTPROCESS_URL "PAYFLOW_POSTPROCESS_URL=https://hooks.example.com/pp"
 refused postprocess PAYFLOW_POSTPROCESS_FUNCTION PAYFLOW_POSTPROCESS_FUNCTION=payflow.default_postprocess
 refused postprocess PAYFLOW_POSTPROCESS_URL "PAYFLOW_POSTPROCESS_URL=$NOWHERE/hook"
 refused invoice PAYFLOW_INVOICE_URL -PAYFLOW_INVOICE_URL
+refused http PAYFLOW_STEP_URL -PAYFLOW_STEP_URL
+refused http PAYFLOW_STEP_URL PAYFLOW_STEP_URL=127.0.0.1:1/risk
+refused http PAYFLOW_STEP_TLS_VERIFY "PAYFLOW_STEP_URL=https://risk.example.com/check" PAYFLOW_STEP_TLS_VERIFY=false
+refused http PAYFLOW_STEP_TIMEOUT_MS PAYFLOW_STEP_TIMEOUT_MS=5
+refused http PAYFLOW_STEP_AUTHORIZATION "PAYFLOW_STEP_AUTHORIZATION=Bearer a$(printf '\r')X: 1"
+refused sql PAYFLOW_STEP_FUNCTION -PAYFLOW_STEP_FUNCTION
+refused sql PAYFLOW_STEP_FUNCTION PAYFLOW_STEP_FUNCTION=risk.check
 refused invoice PAYFLOW_INVOICE_URL PAYFLOW_INVOICE_URL=127.0.0.1:1/invoices
 refused invoice PAYFLOW_INVOICE_TLS_VERIFY PAYFLOW_INVOICE_URL=https://invoices.example.com PAYFLOW_INVOICE_TLS_VERIFY=false
 refused invoice PAYFLOW_INVOICE_TIMEOUT_MS PAYFLOW_INVOICE_TIMEOUT_MS=10

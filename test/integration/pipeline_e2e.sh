@@ -240,7 +240,8 @@ pf_eq "the declined card and the refused invoice FAILED, with a dead letter each
 			 WHERE o.payment_id LIKE '$P-%' AND o.status = 'FAILED'")"
 pf_eq "completed operations went the whole way (6 transitions each)" "$completed" \
 	"$(q -c "SELECT count(*) FROM payflow.operations o WHERE payment_id LIKE '$P-%' AND status = 'COMPLETED'
-			 AND (SELECT string_agg(to_status, '>' ORDER BY at) FROM payflow.history(o.id)) =
+			 AND (SELECT string_agg(h.to_status, '>' ORDER BY h.n)
+				  FROM payflow.history(o.id) WITH ORDINALITY h(at, from_status, to_status, reason, actor, n)) =
 				 'PENDING>PAYMENT_PROCESSING>PAYMENT_COMPLETED>POST_PROCESSING>INVOICE_PENDING>COMPLETED'")"
 
 completed_payments=$(q -c "SELECT string_agg(quote_literal(payment_id), ',') FROM payflow.operations

@@ -9,8 +9,11 @@
 #     worker parses, or terminal events the webhook role does not know,
 #     make the worker exit 2 with one line saying what differs, before it
 #     receives anything;
-#   - a role whose step the pipeline lacks exits 2 naming the step. No
-#     setting names a step yet (no --step): the roles' steps are the case.
+#   - a role whose step the pipeline lacks exits 2 naming the step;
+#   - the generic roles (--role http|sql --step NAME) start for a step the
+#     pipeline has, learning its request event there, and exit 2 naming a
+#     step it lacks; --step is refused for the other roles and required for
+#     these two.
 # A database not reachable at start-up keeps the worker waiting for it, as
 # before: config_startup.sh's positive controls.
 #
@@ -60,17 +63,21 @@ role_env() {
 			echo "PAYFLOW_LEGACY_CALL=SELECT * FROM charge(:idempotency_key)" ;;
 		postprocess) echo "PAYFLOW_POSTPROCESS_FUNCTION=payflow.default_postprocess(text,jsonb)" ;;
 		invoice) echo "PAYFLOW_INVOICE_URL=$NOWHERE/invoices" ;;
+		http*) echo "PAYFLOW_STEP_URL=$NOWHERE/risk" ;;
+		sql*) echo "PAYFLOW_STEP_FUNCTION=payflow.default_postprocess(text,jsonb)" ;;
 	esac
 }
 
 N=0
-# run_role ROLE: start it in the background; sets PID and OUT
+# run_role ROLE: start it in the background; sets PID and OUT. ROLE may
+# carry more arguments: "http --step RISK_CHECK".
 run_role() {
-	local -a envs
+	local -a envs args
 	mapfile -t envs < <(role_env "$1")
+	read -ra args <<<"$1"
 	N=$((N + 1))
 	OUT=$DIR/$N.out
-	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" "$BIN/payflow-worker" --role "$1" >"$OUT" 2>&1 &
+	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" "$BIN/payflow-worker" --role "${args[@]}" >"$OUT" 2>&1 &
 	PID=$!
 	PIDS+=("$PID")
 }
@@ -94,12 +101,13 @@ starts() {
 # DBMS comes first: its settings are checked before the pipeline)
 refused() {
 	local role=$1 text=$2 why=$3 rc=0 lines out t0 t1
-	local -a envs
+	local -a envs args
 	mapfile -t envs < <(role_env "$role")
+	read -ra args <<<"$role"
 	N=$((N + 1))
 	out=$DIR/$N.out
 	t0=$(date +%s%N)
-	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" timeout 10 "$BIN/payflow-worker" --role "$role" >"$out" 2>&1 || rc=$?
+	env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" timeout 10 "$BIN/payflow-worker" --role "${args[@]}" >"$out" 2>&1 || rc=$?
 	t1=$(date +%s%N)
 	lines=$(grep -vc 'the legacy DBMS cannot be reached at start-up' "$out" || true)
 	if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -qF -- "$text" "$out" && [ $(((t1 - t0) / 1000000)) -lt 5000 ]; then
@@ -125,6 +133,18 @@ pf_ok "add_step made version 2" [ "$v" = 2 ]
 for role in "${ROLES[@]}"; do
 	starts "$role" "RISK_CHECK added before PROCESS_PAYMENT (no role serves it)"
 done
+starts "http --step RISK_CHECK" "the generic HTTP role serves the new step"
+pf_ok "it learnt the step's request event from the database" \
+	grep -q '"requestEvent":"RiskCheckRequested"' "$OUT"
+starts "sql --step RISK_CHECK" "the generic SQL role serves it too"
+starts "http --step CREATE_INVOICE" "a shipped step run by the generic HTTP role"
+refused "http --step FRAUD_SCORE" "step FRAUD_SCORE does not exist in pipeline version 2 (its steps: RISK_CHECK, PROCESS_PAYMENT, POST_PROCESS, CREATE_INVOICE); add it with payflow.add_step" \
+	"a step the pipeline lacks"
+refused "sql --step FRAUD_SCORE" "step FRAUD_SCORE does not exist" "a step the pipeline lacks (sql)"
+refused "http" "missing --step: --role http runs the step it names" "no --step"
+refused "http --step risk-check" "invalid --step risk-check" "a step name add_step would refuse"
+refused "invoice --step RISK_CHECK" "--role invoice runs CREATE_INVOICE: --step is for --role http|sql" \
+	"--step for a role with a step of its own"
 
 # 3. the newest version's PROCESS_PAYMENT no longer what the payment role parses
 sq -c "UPDATE payflow.step_definitions SET input_field = 'paymentInput'

@@ -119,9 +119,10 @@ pf_eq "start-up: a hook without argument types is refused (exit 2, one line)" \
 	"2|payflow-worker: invalid PAYFLOW_POSTPROCESS_FUNCTION: expected a function with its argument types, e.g. payflow.default_postprocess(text,jsonb)" \
 	"$rc|$out"
 rc=0
-out=$(workers/bin/payflow-worker --role postprocess 2>&1) || rc=$?
-pf_eq "start-up: no hook at all is refused" \
-	"2|payflow-worker: missing PAYFLOW_POSTPROCESS_FUNCTION: set it or PAYFLOW_POSTPROCESS_URL" "$rc|$out"
+out=$(PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)' PAYFLOW_POSTPROCESS_URL=http://127.0.0.1:1/pp \
+	workers/bin/payflow-worker --role postprocess 2>&1) || rc=$?
+pf_eq "start-up: both hooks at once are refused" \
+	"2|payflow-worker: invalid PAYFLOW_POSTPROCESS_URL: set PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL, not both" "$rc|$out"
 
 # ---- the default hook ----
 pp_start sqldefault PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)'

@@ -29,7 +29,8 @@ static const char *const all_vars[] = {
 	"PAYFLOW_LEGACY_LOOKUP", "PAYFLOW_LEGACY_TIMEOUT", "PAYFLOW_POSTPROCESS_FUNCTION",
 	"PAYFLOW_POSTPROCESS_URL", "PAYFLOW_INVOICE_URL", "PAYFLOW_LISTEN", "PAYFLOW_LOG_LEVEL",
 	"PAYFLOW_RELAY_IN_FLIGHT", "PAYFLOW_POLL_INTERVAL_MS", "PAYFLOW_HTTP_CONNECT_TIMEOUT_MS",
-	"PAYFLOW_HTTP_TIMEOUT_MS", NULL
+	"PAYFLOW_HTTP_TIMEOUT_MS", "PAYFLOW_STEP_URL", "PAYFLOW_STEP_FUNCTION", "PAYFLOW_STEP_TLS_VERIFY",
+	"PAYFLOW_STEP_TIMEOUT_MS", "PAYFLOW_STEP_AUTHORIZATION", NULL
 };
 
 static void
@@ -140,8 +141,46 @@ test_missing(void)
 
 	relay_env();
 	setenv("PAYFLOW_QUEUE_URL", "http://127.0.0.1:4566/000000000000/payment-completed", 1);
-	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_POSTPROCESS,
-				 "missing PAYFLOW_POSTPROCESS_FUNCTION: set it or PAYFLOW_POSTPROCESS_URL");
+	/* neither hook is fine: the role runs payflow.default_postprocess */
+	{
+		pf_config	cfg;
+		char		error[512];
+
+		if (CHECK(load(&cfg, PF_PROGRAM_WORKER | PF_PROGRAM_POSTPROCESS, error)))
+		{
+			CHECK(cfg.postprocess_function == NULL && cfg.postprocess_url == NULL);
+			pf_config_free(&cfg);
+		}
+	}
+	/* the generic step roles: each needs its one setting */
+	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP, "missing PAYFLOW_STEP_URL");
+	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_SQL_STEP, "missing PAYFLOW_STEP_FUNCTION");
+	setenv("PAYFLOW_STEP_URL", "https://risk.example.com/check", 1);
+	setenv("PAYFLOW_STEP_TLS_VERIFY", "false", 1);
+	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP,
+				 "invalid PAYFLOW_STEP_TLS_VERIFY: false is accepted only for a loopback "
+				 "PAYFLOW_STEP_URL (localhost, 127.0.0.0/8, [::1])");
+	setenv("PAYFLOW_STEP_TLS_VERIFY", "true", 1);
+	setenv("PAYFLOW_STEP_AUTHORIZATION", "Bearer a\r\nX-Evil: 1", 1);
+	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP, "invalid PAYFLOW_STEP_AUTHORIZATION: holds a control character");
+	setenv("PAYFLOW_STEP_TIMEOUT_MS", "50", 1);
+	unsetenv("PAYFLOW_STEP_AUTHORIZATION");
+	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP,
+				 "invalid PAYFLOW_STEP_TIMEOUT_MS: \"50\" is not an integer from 100 to 3600000");
+	unsetenv("PAYFLOW_STEP_TIMEOUT_MS");
+	{
+		pf_config	cfg;
+		char		error[512];
+
+		if (CHECK(load(&cfg, PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP, error)))
+		{
+			CHECK(cfg.step_timeout_ms == 30000 && cfg.step_tls_verify == 1);
+			CHECK_STR(cfg.step_url, "https://risk.example.com/check");
+			pf_config_free(&cfg);
+		}
+	}
+	unsetenv("PAYFLOW_STEP_URL");
+	unsetenv("PAYFLOW_STEP_TLS_VERIFY");
 	setenv("PAYFLOW_LEGACY_ODBC", "DSN=legacy", 1);
 	expect_error(PF_PROGRAM_WORKER | PF_PROGRAM_PAYMENT,
 				 "missing PAYFLOW_LEGACY_CALL: PAYFLOW_LEGACY_MODE is blocking");
@@ -460,7 +499,8 @@ test_print_settings(void)
 	CHECK(strstr(text, "\"name\":\"PAYFLOW_INVOICE_TLS_VERIFY\",\"type\":\"enum\",\"default\":\"true\"") != NULL &&
 		  strstr(text, "\"choices\":[\"false\",\"true\"]") != NULL);
 	CHECK(strstr(text, "\"name\":\"PAYFLOW_QUEUE_URL\",\"type\":\"url\",\"default\":null,\"required\":true,\"secret\":false,"
-				 "\"readBy\":[\"worker:payment\",\"worker:postprocess\",\"worker:invoice\",\"worker:webhook\"]") != NULL);
+				 "\"readBy\":[\"worker:payment\",\"worker:postprocess\",\"worker:invoice\",\"worker:webhook\","
+				 "\"worker:http\",\"worker:sql\"]") != NULL);
 	CHECK(strstr(text, "PAYFLOW_LEGACY_ODBC") == NULL && strstr(text, "PAYFLOW_QUEUE_URLS") == NULL);
 	free(text);
 	clean_env();

@@ -292,6 +292,46 @@ test_ids(void)
 	CHECK(!pf_timestamp_valid("2024-02-29T23:59:59.Z"));
 }
 
+/* a step added by SQL: its request event is defined at start-up from the database */
+static void
+test_step_request(void)
+{
+	pf_event	ev;
+
+	/* not known before it is defined */
+	CHECK(parse(envelope("RiskCheckRequested", "input", NULL), &ev) == PF_EVENT_UNKNOWN_TYPE);
+	CHECK_STR(pf_event_type_name(PF_EVENT_STEP_REQUESTED), "unknown");
+	/* a built-in type's name cannot be taken */
+	CHECK(!pf_event_define_step_request("InvoiceRequested", "input", "x"));
+	CHECK(!pf_event_define_step_request("", "input", "x"));
+	CHECK(pf_event_define_step_request("RiskCheckRequested", "input", "risk-requests"));
+	CHECK_STR(pf_event_type_name(PF_EVENT_STEP_REQUESTED), "RiskCheckRequested");
+	CHECK_STR(pf_event_destination(PF_EVENT_STEP_REQUESTED), "risk-requests");
+	CHECK_STR(pf_event_ref_member(PF_EVENT_STEP_REQUESTED), "input");
+	if (CHECK(parse(envelope("RiskCheckRequested", "input", NULL), &ev) == PF_EVENT_OK))
+	{
+		CHECK(ev.type == PF_EVENT_STEP_REQUESTED && ev.has_ref);
+		CHECK_STR(ev.ref.key, "payments/" OPID "/request.json");
+		pf_event_free(&ev);
+	}
+	/* the claim carries the input too: the member may be absent, but not malformed */
+	if (CHECK(parse(envelope("RiskCheckRequested", NULL, NULL), &ev) == PF_EVENT_OK))
+	{
+		CHECK(!ev.has_ref);
+		pf_event_free(&ev);
+	}
+	CHECK(parse(envelope("RiskCheckRequested", NULL, ",\"input\":{\"store\":\"ftp\"}"), &ev) == PF_EVENT_BAD_FIELD);
+	/* the built-in types are unchanged */
+	if (CHECK(parse(envelope("InvoiceRequested", "invoiceInput", NULL), &ev) == PF_EVENT_OK))
+	{
+		CHECK(ev.type == PF_EVENT_INVOICE_REQUESTED);
+		pf_event_free(&ev);
+	}
+	/* redefined (one per process, but safe) */
+	CHECK(pf_event_define_step_request("NotifyCustomerRequested", NULL, NULL));
+	CHECK(parse(envelope("RiskCheckRequested", "input", NULL), &ev) == PF_EVENT_UNKNOWN_TYPE);
+}
+
 int
 main(void)
 {
@@ -301,5 +341,6 @@ main(void)
 	test_checksums();
 	test_refs();
 	test_ids();
+	test_step_request();
 	return unit_finish("test_event");
 }

@@ -34,7 +34,9 @@
 #define PF_PROGRAM_INVOICE		0x10	/* payflow-worker --role invoice */
 #define PF_PROGRAM_API			0x20
 #define PF_PROGRAM_WEBHOOK		0x40	/* payflow-worker --role webhook */
-#define PF_PROGRAM_ANY			0x7F
+#define PF_PROGRAM_HTTP_STEP	0x80	/* payflow-worker --role http --step NAME */
+#define PF_PROGRAM_SQL_STEP		0x100	/* payflow-worker --role sql --step NAME */
+#define PF_PROGRAM_ANY			0x1FF
 /* Programs that call AWS (they need a region and credentials). */
 #define PF_PROGRAM_USES_AWS		(PF_PROGRAM_RELAY | PF_PROGRAM_WORKER)
 
@@ -106,6 +108,8 @@ typedef struct pf_config
 	char	   *postprocess_function;
 	char	   *postprocess_url;
 	char	   *invoice_url;
+	char	   *step_url;		/* --role http */
+	char	   *step_function;	/* --role sql */
 	char	   *listen;
 	/* payflow-api: its pool of PostgreSQL connections, HTTP limits, time-outs */
 	int			api_pool_size;
@@ -135,6 +139,8 @@ typedef struct pf_config
 	int			invoice_tls_verify; /* 0 false, 1 true */
 	int			postprocess_timeout_ms;
 	int			postprocess_tls_verify;
+	int			step_timeout_ms;
+	int			step_tls_verify;
 	int			webhook_max_attempts;
 	int			webhook_timeout_ms;
 	int			webhook_backoff_base_s;
@@ -142,6 +148,7 @@ typedef struct pf_config
 	int			webhook_allow_http;	/* 0 false, 1 true: http:// to loopback URLs */
 	char	   *invoice_authorization;	/* Authorization header value, a secret */
 	char	   *postprocess_authorization;
+	char	   *step_authorization;
 	int			raw_error_text;	/* 1: downstream error texts kept, masked */
 	int			hand_over_uncancelled;	/* 1: a call deaf to its cancel loses its lease */
 	char	   *ecs_agent_uri;	/* set by ECS in every task: task scale-in protection */

@@ -30,7 +30,13 @@ typedef enum pf_event_type
 	PF_EVENT_PAYMENT_COMPLETED,
 	PF_EVENT_INVOICE_REQUESTED,
 	PF_EVENT_OPERATION_COMPLETED,
-	PF_EVENT_OPERATION_FAILED
+	PF_EVENT_OPERATION_FAILED,
+	/*
+	 * The request event of a step added to the pipeline by SQL
+	 * (payflow.add_step): its name and input member are the database's,
+	 * made known to the parser by pf_event_define_step_request.
+	 */
+	PF_EVENT_STEP_REQUESTED
 } pf_event_type;
 
 typedef enum pf_event_status
@@ -69,6 +75,15 @@ void		pf_event_free(pf_event *event);
 const char *pf_event_status_name(pf_event_status status);
 const char *pf_event_type_name(pf_event_type type);
 bool		pf_event_type_parse(const char *name, pf_event_type *type);
+/*
+ * Names the event type PF_EVENT_STEP_REQUESTED stands for, with the member
+ * holding its input reference and the destination it is published to, as
+ * payflow.pipeline() gives them. Once per process, before any thread
+ * parses (a generic step worker runs one step); a name of a built-in type
+ * is refused (false).
+ */
+bool		pf_event_define_step_request(const char *name, const char *ref_member, const char *destination);
+
 /* The queue destination an event type is published to (DESIGN §2). */
 const char *pf_event_destination(pf_event_type type);
 /* The name of the member holding the type's payload reference, or NULL. */

@@ -39,9 +39,12 @@ static const struct
 	{PF_PROGRAM_POSTPROCESS, "worker:postprocess"},
 	{PF_PROGRAM_INVOICE, "worker:invoice"},
 	{PF_PROGRAM_WEBHOOK, "worker:webhook"},
+	{PF_PROGRAM_HTTP_STEP, "worker:http"},
+	{PF_PROGRAM_SQL_STEP, "worker:sql"},
 };
 
-#define ROLE_BITS (PF_PROGRAM_PAYMENT | PF_PROGRAM_POSTPROCESS | PF_PROGRAM_INVOICE | PF_PROGRAM_WEBHOOK)
+#define ROLE_BITS (PF_PROGRAM_PAYMENT | PF_PROGRAM_POSTPROCESS | PF_PROGRAM_INVOICE | PF_PROGRAM_WEBHOOK | \
+				   PF_PROGRAM_HTTP_STEP | PF_PROGRAM_SQL_STEP)
 
 static json_t *
 reader_names(unsigned bits)

@@ -52,9 +52,7 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 			return failf(error, error_len, "missing AWS_ACCESS_KEY_ID: no AWS credentials (set AWS_ACCESS_KEY_ID and "
 						 "AWS_SECRET_ACCESS_KEY, or run where AWS_CONTAINER_CREDENTIALS_* is set)");
 	}
-	if ((programs & PF_PROGRAM_POSTPROCESS) &&
-		cfg->postprocess_function == NULL && cfg->postprocess_url == NULL)
-		return failf(error, error_len, "missing PAYFLOW_POSTPROCESS_FUNCTION: set it or PAYFLOW_POSTPROCESS_URL");
+	/* neither hook: the role runs the shipped payflow.default_postprocess (role_postprocess.c) */
 	if ((programs & PF_PROGRAM_POSTPROCESS) && cfg->postprocess_function && cfg->postprocess_url)
 		return failf(error, error_len, "invalid PAYFLOW_POSTPROCESS_URL: set PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL, not both");
 	/* unverified TLS only where no network lies between (a local proxy or stand-in) */
@@ -67,6 +65,10 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 					 "every event stream holds a connection", cfg->api_max_connections, cfg->api_max_streams);
 	if (cfg->webhook_backoff_max_s < cfg->webhook_backoff_base_s)
 		return failf(error, error_len, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: below PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS");
+	if ((programs & PF_PROGRAM_HTTP_STEP) && !cfg->step_tls_verify && cfg->step_url &&
+		!pf_url_is_loopback(cfg->step_url))
+		return failf(error, error_len, "invalid PAYFLOW_STEP_TLS_VERIFY: false is accepted only for a loopback "
+					 "PAYFLOW_STEP_URL (localhost, 127.0.0.0/8, [::1])");
 	if ((programs & PF_PROGRAM_POSTPROCESS) && !cfg->postprocess_tls_verify && cfg->postprocess_url &&
 		!pf_url_is_loopback(cfg->postprocess_url))
 		return failf(error, error_len, "invalid PAYFLOW_POSTPROCESS_TLS_VERIFY: false is accepted only for a loopback "
@@ -93,10 +95,12 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 	}
 	/* header values: a line break would let them add headers of their own */
 	{
-		const char *const names[] = {"PAYFLOW_INVOICE_AUTHORIZATION", "PAYFLOW_POSTPROCESS_AUTHORIZATION"};
-		const char *const values[] = {cfg->invoice_authorization, cfg->postprocess_authorization};
+		const char *const names[] = {"PAYFLOW_INVOICE_AUTHORIZATION", "PAYFLOW_POSTPROCESS_AUTHORIZATION",
+		"PAYFLOW_STEP_AUTHORIZATION"};
+		const char *const values[] = {cfg->invoice_authorization, cfg->postprocess_authorization,
+		cfg->step_authorization};
 
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < 3; i++)
 			for (const char *c = values[i]; c && *c; c++)
 				if (iscntrl((unsigned char) *c))
 					return failf(error, error_len, "invalid %s: holds a control character", names[i]);

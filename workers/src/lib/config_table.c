@@ -18,6 +18,8 @@
 #define POSTPROCESS PF_PROGRAM_POSTPROCESS
 #define INVOICE PF_PROGRAM_INVOICE
 #define WEBHOOK PF_PROGRAM_WEBHOOK
+#define HTTP_STEP PF_PROGRAM_HTTP_STEP
+#define SQL_STEP PF_PROGRAM_SQL_STEP
 #define ANY PF_PROGRAM_ANY
 /* the AWS clients: SQS in the relay and the workers, S3 in the workers and the api */
 #define AWS (RELAY | WORKER | API)
@@ -70,6 +72,9 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_POSTPROCESS_FUNCTION", T_STRING, AT(postprocess_function), POSTPROCESS, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_URL", T_URL, AT(postprocess_url), POSTPROCESS, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_INVOICE_URL", T_URL, AT(invoice_url), INVOICE, PF_PROGRAM_INVOICE, NULL, false, NULL, 0, 0, NULL},
+	/* the generic step roles: where --role http POSTs, what --role sql runs */
+	{"PAYFLOW_STEP_URL", T_URL, AT(step_url), HTTP_STEP, HTTP_STEP, NULL, false, NULL, 0, 0, NULL},
+	{"PAYFLOW_STEP_FUNCTION", T_STRING, AT(step_function), SQL_STEP, SQL_STEP, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LISTEN", T_HOST_PORT, AT(listen), API, NONE, "127.0.0.1:8080", false, NULL, 0, 0, NULL},
 	/* payflow-api: pool, HTTP limits and time-outs */
 	{"PAYFLOW_API_POOL_SIZE", T_INT, AT(api_pool_size), API, NONE, "8", false, NULL, 1, 500, NULL},
@@ -113,6 +118,8 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_INVOICE_TLS_VERIFY", T_ENUM, AT(invoice_tls_verify), INVOICE, NONE, "true", false, "false|true", 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_TIMEOUT_MS", T_INT, AT(postprocess_timeout_ms), POSTPROCESS, NONE, "30000", false, NULL, 100, 3600000, NULL},
 	{"PAYFLOW_POSTPROCESS_TLS_VERIFY", T_ENUM, AT(postprocess_tls_verify), POSTPROCESS, NONE, "true", false, "false|true", 0, 0, NULL},
+	{"PAYFLOW_STEP_TIMEOUT_MS", T_INT, AT(step_timeout_ms), HTTP_STEP, NONE, "30000", false, NULL, 100, 3600000, NULL},
+	{"PAYFLOW_STEP_TLS_VERIFY", T_ENUM, AT(step_tls_verify), HTTP_STEP, NONE, "true", false, "false|true", 0, 0, NULL},
 	/* webhook deliveries: attempts are the message's receive count, delays its visibility (at most 12 h) */
 	{"PAYFLOW_WEBHOOK_MAX_ATTEMPTS", T_INT, AT(webhook_max_attempts), WEBHOOK, NONE, "8", false, NULL, 1, 100, NULL},
 	{"PAYFLOW_WEBHOOK_TIMEOUT_MS", T_INT, AT(webhook_timeout_ms), WEBHOOK, NONE, "10000", false, NULL, 100, 600000, NULL},
@@ -123,8 +130,9 @@ const pf_setting pf_settings[] = {
 	/* the Authorization header of the invoice API and of the HTTP hook (e.g. "Bearer <token>"), from a secret */
 	{"PAYFLOW_INVOICE_AUTHORIZATION", T_STRING, AT(invoice_authorization), INVOICE, NONE, NULL, true, NULL, 0, 0, NULL},
 	{"PAYFLOW_POSTPROCESS_AUTHORIZATION", T_STRING, AT(postprocess_authorization), POSTPROCESS, NONE, NULL, true, NULL, 0, 0, NULL},
+	{"PAYFLOW_STEP_AUTHORIZATION", T_STRING, AT(step_authorization), HTTP_STEP, NONE, NULL, true, NULL, 0, 0, NULL},
 	/* downstream error texts echo input (card numbers): only on request, and masked (downstream_error.h) */
-	{"PAYFLOW_RAW_ERROR_TEXT", T_ENUM, AT(raw_error_text), PAYMENT | POSTPROCESS, NONE, "false", false, "false|true", 0, 0, NULL},
+	{"PAYFLOW_RAW_ERROR_TEXT", T_ENUM, AT(raw_error_text), PAYMENT | POSTPROCESS | HTTP_STEP | SQL_STEP, NONE, "false", false, "false|true", 0, 0, NULL},
 	/* a call that ignores its cancel keeps the step's lease unless the operator lets it go (loop.c) */
 	{"PAYFLOW_HAND_OVER_UNCANCELLED", T_ENUM, AT(hand_over_uncancelled), WORKER, NONE, "false", false, "false|true", 0, 0, NULL},
 	/* ECS sets it in every task: the worker then protects its task from scale-in while it holds work (protection.c) */

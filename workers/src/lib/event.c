@@ -24,13 +24,15 @@ typedef struct event_kind
 } event_kind;
 
 /* Indexed by pf_event_type. */
-static const event_kind event_kinds[] = {
+static event_kind event_kinds[] = {
 	{"PaymentRequested", "payment-requests", "payload", true},
 	{"PaymentCompleted", "payment-completed", "result", true},
 	{"InvoiceRequested", "invoice-requests", "invoiceInput", true},
 	/* its "result" is the last step's result object inline, not a reference */
 	{"OperationCompleted", "operation-events", NULL, false},
 	{"OperationFailed", "operation-events", NULL, false},
+	/* set by pf_event_define_step_request; a NULL name matches nothing */
+	{NULL, NULL, NULL, false},
 };
 
 #define N_EVENT_KINDS (sizeof(event_kinds) / sizeof(event_kinds[0]))
@@ -38,7 +40,26 @@ static const event_kind event_kinds[] = {
 const char *
 pf_event_type_name(pf_event_type type)
 {
-	return (size_t) type < N_EVENT_KINDS ? event_kinds[type].name : "unknown";
+	return (size_t) type < N_EVENT_KINDS && event_kinds[type].name ? event_kinds[type].name : "unknown";
+}
+
+bool
+pf_event_define_step_request(const char *name, const char *ref_member, const char *destination)
+{
+	event_kind *k = &event_kinds[PF_EVENT_STEP_REQUESTED];
+	pf_event_type known;
+
+	if (name == NULL || name[0] == '\0' || (pf_event_type_parse(name, &known) && known != PF_EVENT_STEP_REQUESTED))
+		return false;
+	free((char *) k->name);
+	free((char *) k->ref_member);
+	free((char *) k->destination);
+	k->name = pf_strdup(name);
+	k->ref_member = ref_member ? pf_strdup(ref_member) : NULL;
+	k->destination = destination ? pf_strdup(destination) : NULL;
+	/* the claim answer carries the input reference too: the event need not */
+	k->ref_required = false;
+	return true;
 }
 
 bool
@@ -46,7 +67,7 @@ pf_event_type_parse(const char *name, pf_event_type *type)
 {
 	for (size_t i = 0; i < N_EVENT_KINDS; i++)
 	{
-		if (strcmp(event_kinds[i].name, name) == 0)
+		if (event_kinds[i].name != NULL && strcmp(event_kinds[i].name, name) == 0)
 		{
 			*type = (pf_event_type) i;
 			return true;

@@ -81,7 +81,7 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	w->held = pf_calloc((size_t) w->concurrency, sizeof(job *));
 
 	/* its settings first: a refused one exits 2 before any connection to payflow's database */
-	w->role_state = role->init(&w->cfg, why, why_len);
+	w->role_state = role->init(role, &w->cfg, why, why_len);
 	if (w->role_state == NULL)
 		goto fail;
 
@@ -93,7 +93,8 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	hb.stop = &w->db_stop;
 	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
 	/* before the queue is touched: a worker that would misread it stops here */
-	checked = pipeline_check(role, w->heartbeat_pg, why, why_len);
+	w->event_type = role->event_type;
+	checked = pipeline_check(role, w->heartbeat_pg, &w->event_type, why, why_len);
 	if (checked != 0)
 	{
 		*exit_status = checked;

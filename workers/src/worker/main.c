@@ -1,11 +1,12 @@
 /*
  * main.c
  *		payflow-worker --role payment|postprocess|invoice|webhook
+ *		payflow-worker --role http|sql --step NAME
  *
  * Settings come from the environment (config.h); the role decides which
  * are required. Exit status: 0 after a clean drain (SIGTERM or SIGINT),
  * 2 for a usage or settings error or a pipeline in the database that
- * does not match the role (pipeline_check.c), 1 when start-up fails otherwise,
+ * does not match the role or has no step NAME (pipeline_check.c), 1 when start-up fails otherwise,
  * 128 + the signal when a second signal cut the drain short.
  */
 #include <locale.h>
@@ -17,17 +18,39 @@
 
 #include "worker.h"
 
-static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, &webhook_role, NULL};
+static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, &webhook_role,
+&http_step_role, &sql_step_role, NULL};
+
+/* a generic role with its --step */
+static role_ops named_step_role;
+
+/* payflow.add_step's rule for a step name: ^[A-Z][A-Z0-9_]{0,63}$ */
+static bool
+step_name_valid(const char *step)
+{
+	size_t		n = strlen(step);
+
+	if (n == 0 || n > 64 || step[0] < 'A' || step[0] > 'Z')
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((step[i] >= 'A' && step[i] <= 'Z') || (step[i] >= '0' && step[i] <= '9') || step[i] == '_'))
+			return false;
+	return true;
+}
 
 static void
 usage(FILE *out)
 {
 	fprintf(out, "usage: payflow-worker --role payment|postprocess|invoice|webhook [--check-role | --print-settings]\n"
+			"       payflow-worker --role http|sql --step NAME [--check-role | --print-settings]\n"
 			"Consumes PAYFLOW_QUEUE_URL and runs the role's step of each operation:\n"
 			"  payment      PROCESS_PAYMENT through the legacy DBMS (PAYFLOW_LEGACY_*)\n"
 			"  postprocess  POST_PROCESS with PAYFLOW_POSTPROCESS_FUNCTION or PAYFLOW_POSTPROCESS_URL\n"
+			"               (neither: payflow.default_postprocess)\n"
 			"  invoice      CREATE_INVOICE at PAYFLOW_INVOICE_URL\n"
 			"  webhook      OperationCompleted/Failed events POSTed, signed, to each tenant's webhook URL\n"
+			"  http         step NAME (added by payflow.add_step): its input POSTed to PAYFLOW_STEP_URL\n"
+			"  sql          step NAME: PAYFLOW_STEP_FUNCTION run in the transaction that completes it\n"
 			"--check-role exits 0 when the role exists, without starting.\n"
 			"--print-settings prints every setting the role reads as JSON lines, without starting.\n");
 }
@@ -36,6 +59,8 @@ static const role_ops *
 parse_args(int argc, char **argv, bool *check_only, bool *print_settings)
 {
 	const char *name = NULL;
+	const char *step = NULL;
+	const role_ops *role = NULL;
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -47,6 +72,10 @@ parse_args(int argc, char **argv, bool *check_only, bool *print_settings)
 			name = argv[++i];
 		else if (strncmp(argv[i], "--role=", 7) == 0)
 			name = argv[i] + 7;
+		else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc)
+			step = argv[++i];
+		else if (strncmp(argv[i], "--step=", 7) == 0)
+			step = argv[i] + 7;
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 		{
 			usage(stdout);
@@ -67,10 +96,36 @@ parse_args(int argc, char **argv, bool *check_only, bool *print_settings)
 	}
 	for (int i = 0; roles[i]; i++)
 		if (strcmp(roles[i]->name, name) == 0)
-			return roles[i];
-	fprintf(stderr, "payflow-worker: unknown or unavailable role %s\n", name);
-	usage(stderr);
-	return NULL;
+			role = roles[i];
+	if (role == NULL)
+	{
+		fprintf(stderr, "payflow-worker: unknown or unavailable role %s\n", name);
+		usage(stderr);
+		return NULL;
+	}
+	if (!role->step_from_argv)
+	{
+		if (step != NULL)
+		{
+			fprintf(stderr, "payflow-worker: --role %s runs %s: --step is for --role http|sql\n", name, role->step);
+			return NULL;
+		}
+		return role;
+	}
+	if (step == NULL)
+	{
+		fprintf(stderr, "payflow-worker: missing --step: --role %s runs the step it names\n", name);
+		return NULL;
+	}
+	if (!step_name_valid(step))
+	{
+		fprintf(stderr, "payflow-worker: invalid --step %.80s: a step name is A-Z, 0-9 and _, "
+				"starting with a letter, at most 64 characters\n", step);
+		return NULL;
+	}
+	named_step_role = *role;
+	named_step_role.step = step;
+	return &named_step_role;
 }
 
 int

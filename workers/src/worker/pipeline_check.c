@@ -10,6 +10,11 @@
  * to the dead-letter queue. The result payload name is not checked: the
  * worker takes it from each claim answer (resultName).
  *
+ * A generic role (--role http|sql --step NAME) learns its step's request
+ * event, input member and queue here instead, and cannot start without
+ * them: a database not reachable yet is retried for a while, and a step
+ * the newest version lacks is exit 2, naming it and the steps there are.
+ *
  * Only the newest version is checked. Operations still in flight on an
  * older version are finished by workers that started while it was the
  * newest; finding those versions (SELECT DISTINCT pipeline_version FROM
@@ -21,6 +26,83 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* how long a generic role waits for the database at start-up */
+#define GENERIC_TRIES 30
+#define GENERIC_RETRY_SECONDS 2
+
+/* "A, B and C": the steps of a pipeline version, for messages */
+static void
+step_names(json_t *steps, pf_buf *names)
+{
+	json_t	   *step;
+	size_t		i;
+
+	json_array_foreach(steps, i, step)
+	{
+		const char *name = json_string_value(json_object_get(step, "step"));
+
+		pf_buf_appendf(names, "%s%s", i > 0 ? ", " : "", name ? name : "?");
+	}
+}
+
+/* A generic role's: its step's request event, input member and queue; else why. */
+static bool
+learn_step(const role_ops *role, json_t *pipeline, pf_event_type *event_type, char *why, size_t why_len)
+{
+	json_t	   *steps = json_object_get(pipeline, "steps");
+	json_t	   *step;
+	size_t		i;
+	pf_buf		names = PF_BUF_INIT;
+
+	json_array_foreach(steps, i, step)
+	{
+		const char *name = json_string_value(json_object_get(step, "step"));
+		const char *event = json_string_value(json_object_get(step, "requestEvent"));
+		const char *field = json_string_value(json_object_get(step, "inputField"));
+		const char *destination = json_string_value(json_object_get(step, "destination"));
+		pf_event_type known;
+
+		if (name == NULL || strcmp(name, role->step) != 0)
+			continue;
+		if (event == NULL)
+		{
+			snprintf(why, why_len, "step %s has no request event in the database", role->step);
+			return false;
+		}
+		/* a shipped step run by a generic role (e.g. --role http --step CREATE_INVOICE) */
+		if (pf_event_type_parse(event, &known) && known != PF_EVENT_STEP_REQUESTED)
+		{
+			const char *member = pf_event_ref_member(known);
+
+			if (field && member && strcmp(field, member) != 0)
+			{
+				snprintf(why, why_len, "step %s: the database says request event %s with input field %s, "
+						 "this worker knows %s with %s", role->step, event, field, event, member);
+				return false;
+			}
+			*event_type = known;
+		}
+		else
+		{
+			pf_event_define_step_request(event, field, destination);
+			*event_type = PF_EVENT_STEP_REQUESTED;
+		}
+		pf_log_write(PF_LOG_INFO, NULL,
+					 json_pack("{s:s,s:s,s:s?,s:s?}", "step", role->step, "requestEvent", event,
+							   "inputField", field, "destination", destination),
+					 "step %s: %s events from the database's pipeline", role->step, event);
+		return true;
+	}
+	step_names(steps, &names);
+	snprintf(why, why_len, "step %s does not exist in pipeline version %lld (its steps: %s); "
+			 "add it with payflow.add_step", role->step,
+			 (long long) json_integer_value(json_object_get(pipeline, "version")),
+			 names.data ? names.data : "none");
+	pf_buf_free(&names);
+	return false;
+}
 
 /* A step role's: its step, asked for by the event and input field it parses; else why. */
 static bool
@@ -49,12 +131,7 @@ check_step(const role_ops *role, json_t *pipeline, char *why, size_t why_len)
 				 want_field ? want_field : "(none)");
 		return false;
 	}
-	json_array_foreach(steps, i, step)
-	{
-		const char *name = json_string_value(json_object_get(step, "step"));
-
-		pf_buf_appendf(&names, "%s%s", i > 0 ? ", " : "", name ? name : "?");
-	}
+	step_names(steps, &names);
 	snprintf(why, why_len, "step %s does not exist in pipeline version %lld (its steps: %s); --role %s runs it",
 			 role->step, (long long) json_integer_value(json_object_get(pipeline, "version")),
 			 names.data ? names.data : "none", role->name);
@@ -86,14 +163,28 @@ check_terminal(json_t *pipeline, char *why, size_t why_len)
  * differs. 1: payflow.pipeline() failed otherwise (why says how).
  */
 int
-pipeline_check(const role_ops *role, pf_pg *pg, char *why, size_t why_len)
+pipeline_check(const role_ops *role, pf_pg *pg, pf_event_type *event_type, char *why, size_t why_len)
 {
 	json_t	   *pipeline = NULL;
 	pf_error	err;
 	bool		ok;
+	int			tries = 0;
 
-	if (db_exec_json(pg, "SELECT payflow.pipeline()", 0, NULL, &pipeline, &err) != PF_OK)
+	while (db_exec_json(pg, "SELECT payflow.pipeline()", 0, NULL, &pipeline, &err) != PF_OK)
 	{
+		if (err.result == PF_ERR_TRANSIENT && role->step_from_argv && ++tries < GENERIC_TRIES)
+		{
+			pf_log_error(NULL, "PostgreSQL is not reachable yet (%s: %s); step %s is defined there: "
+						 "trying again in %d s", err.code, err.message, role->step, GENERIC_RETRY_SECONDS);
+			sleep(GENERIC_RETRY_SECONDS);
+			continue;
+		}
+		if (err.result == PF_ERR_TRANSIENT && role->step_from_argv)
+		{
+			snprintf(why, why_len, "cannot read step %s from payflow.pipeline(): %s %s", role->step, err.code,
+					 err.message);
+			return 1;
+		}
 		if (err.result == PF_ERR_TRANSIENT)
 		{
 			pf_log_error(NULL, "PostgreSQL is not reachable yet (%s: %s); going on, it is retried "
@@ -110,6 +201,7 @@ pipeline_check(const role_ops *role, pf_pg *pg, char *why, size_t why_len)
 		return 1;
 	}
 	ok = role->handle_event != NULL ? check_terminal(pipeline, why, why_len)
+		: role->step_from_argv ? learn_step(role, pipeline, event_type, why, why_len)
 		: check_step(role, pipeline, why, why_len);
 	json_decref(pipeline);
 	return ok ? 0 : 2;

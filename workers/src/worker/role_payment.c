@@ -313,7 +313,7 @@ check_once(payment_role_state *ps, pf_odbc *odbc)
 }
 
 static void *
-payment_init(const pf_config *cfg, char *why, size_t why_len)
+payment_init(const role_ops *role, const pf_config *cfg, char *why, size_t why_len)
 {
 	payment_role_state *ps = pf_calloc(1, sizeof(*ps));
 	bool		poll = cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL;

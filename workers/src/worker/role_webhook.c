@@ -93,7 +93,7 @@ typedef struct webhook_target
 } webhook_target;
 
 static void *
-webhook_init(const pf_config *cfg, char *why, size_t why_len)
+webhook_init(const role_ops *role, const pf_config *cfg, char *why, size_t why_len)
 {
 	webhook_role_state *ws = pf_calloc(1, sizeof(*ws));
 

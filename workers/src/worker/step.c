@@ -131,6 +131,12 @@ step_save_external_ref(step_run *run, const char *ref, pf_error *err)
 	return r;
 }
 
+const char *
+step_run_step_name(const step_run *run)
+{
+	return run->w->role->step;
+}
+
 void
 step_set_error(step_run *run, const char *code, const char *message, json_t *extra)
 {
@@ -551,7 +557,7 @@ claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, 
 	const char *extra = NULL;
 	const char *sql = w->role->one_transaction_sql ? w->role->one_transaction_sql(w->role_state, &extra) : NULL;
 	char		lease[16];
-	const char *values[4];
+	const char *values[5];
 	json_error_t jerr;
 	json_t	   *answer;
 	json_t	   *completion;
@@ -568,7 +574,8 @@ claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, 
 	values[1] = w->cfg.worker_id;
 	values[2] = extra;
 	values[3] = lease;
-	r = pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, 4, values, NULL, NULL, 0, &res, &err);
+	values[4] = w->role->step;
+	r = pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, 5, values, NULL, NULL, 0, &res, &err);
 	db_release(w->db, pg);
 	if (r != PF_OK)
 	{
@@ -630,7 +637,7 @@ step_execute(worker *w, executor *ex, job *j)
 		pf_event_free(&ev);
 		return;
 	}
-	if (ev.type != w->role->event_type)
+	if (ev.type != w->event_type)
 	{
 		snprintf(why, sizeof(why), "a %s event on the queue of the %s role", pf_event_type_name(ev.type),
 				 w->role->name);

@@ -1,7 +1,8 @@
 /*
  * worker.h
  *		payflow-worker: consumes one queue and runs one step of each operation
- *		(--role payment|postprocess|invoice), or delivers its events
+ *		(--role payment|postprocess|invoice, or --role http|sql --step NAME
+ *		for a step added by SQL), or delivers its events
  *		(--role webhook), correctly when a call takes
  *		15 minutes, a message arrives twice, or the process dies half-way.
  *
@@ -34,8 +35,10 @@
  *		protection.c	ECS task scale-in protection while messages are held
  *		pipeline_check.c	at start-up: the database's pipeline against the role's events
  *		role_payment.c	the payment role: the legacy DBMS over ODBC
- *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook
- *		role_invoice.c	the invoice role: the invoice API over HTTP(S)
+ *		step_hook*.c	a step whose work is one HTTP call or one SQL function
+ *		role_postprocess.c	the post-processing role: a SQL or an HTTP hook step
+ *		role_invoice.c	the invoice role: the invoice API, an HTTP hook step
+ *		role_generic.c	--role http|sql --step NAME: any step, by configuration
  *		role_webhook.c	the webhook role: terminal events to tenants' URLs, signed
  */
 #ifndef PAYFLOW_WORKER_H
@@ -176,9 +179,10 @@ typedef struct role_ops
 	const char *name;			/* --role */
 	unsigned	program;		/* PF_PROGRAM_* bit: the settings it requires */
 	pf_event_type event_type;	/* what its queue carries */
-	const char *step;			/* the extension's step name */
+	const char *step;			/* the extension's step name (--step for a generic role) */
+	bool		step_from_argv; /* --role http|sql: the step is named by --step */
 	/* At start-up: check settings, build shared state; NULL with why set. */
-	void	   *(*init) (const pf_config *cfg, char *why, size_t why_len);
+	void	   *(*init) (const struct role_ops *role, const pf_config *cfg, char *why, size_t why_len);
 	void		(*cleanup) (void *role);
 	/* Per executor thread (e.g. its ODBC connection). */
 	void	   *(*thread_init) (void *role);
@@ -198,7 +202,7 @@ typedef struct role_ops
 	 * Optional, for a step whose work is SQL in payflow's own database: a
 	 * statement that claims the step, runs the work and completes it in one
 	 * transaction. $1 operation id, $2 worker id, $3 *extra, $4 lease
-	 * seconds; it returns the claim's answer, the completion (NULL when it
+	 * seconds, $5 the step; it returns the claim's answer, the completion (NULL when it
 	 * did not complete: the step was not claimable, or its input is not in
 	 * the "pg" store) and the seconds left of the answer's lease. NULL: none
 	 * for this configuration. Should the statement fail, nothing of it
@@ -212,6 +216,8 @@ extern const role_ops payment_role;
 extern const role_ops postprocess_role;
 extern const role_ops invoice_role;
 extern const role_ops webhook_role;
+extern const role_ops http_step_role;
+extern const role_ops sql_step_role;
 
 /* Services of step.c for roles (executor thread). */
 stop_reason step_stop_requested(step_run *run);
@@ -227,6 +233,8 @@ pf_result	step_save_external_ref(step_run *run, const char *ref, pf_error *err);
  * policy (recorded in payflow.dead_letters on its last receive).
  */
 void		step_bad_message(step_run *run, const char *code, const char *why);
+/* The step the worker runs (its role's, or --step). */
+const char *step_run_step_name(const step_run *run);
 /* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
 void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
 /*
@@ -322,6 +330,7 @@ struct worker
 {
 	pf_config	cfg;
 	const role_ops *role;
+	pf_event_type event_type;	/* what the queue carries (pipeline_check) */
 	void	   *role_state;
 	transport  *transport;
 	db_pool    *db;
@@ -378,8 +387,12 @@ void		executor_enqueue(worker *w, job *j);
 /* Take back jobs no executor has started (drain); returns the list. */
 job		   *executor_take_queued(worker *w);
 
-/* pipeline_check.c: 0 matches (or not checkable now, logged), 2 mismatch, 1 failed; why set. */
-int			pipeline_check(const role_ops *role, pf_pg *pg, char *why, size_t why_len);
+/*
+ * pipeline_check.c: 0 matches (or not checkable now, logged), 2 mismatch or
+ * no such step, 1 failed; why set. *event_type: the type the queue carries
+ * (a generic role's step request, read from the database).
+ */
+int			pipeline_check(const role_ops *role, pf_pg *pg, pf_event_type *event_type, char *why, size_t why_len);
 
 /* step.c: handle one message on an executor; sets j->outcome and j->hide_s. */
 void		step_execute(worker *w, executor *ex, job *j);

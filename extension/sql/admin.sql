@@ -446,7 +446,7 @@ BEGIN
 					   'store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size,
 					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
 			  FROM payflow.payloads p
-			 WHERE p.key >= 'payments/' || o.id || '/' AND p.key < 'payments/' || o.id || '0'),
+			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)),
 		'events', (
 			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
 			  FROM (SELECT p.published_at AS at, jsonb_build_object(

@@ -7,7 +7,8 @@
 -- (_claim_step_full, _complete_step_full); a claim returns a "pg" input
 -- payload inline; outbox_claim's plan pinned to index probes; submit checks
 -- its arguments in one expression and _create_operation wakes the relays
--- from its one statement; card masking leaves UUIDs alone.
+-- from its one statement; card masking leaves UUIDs alone; one outbox
+-- writer (_outbox_write) and one payload key rule (_payload_key).
 --
 -- The pipeline as data: payflow.pipelines (versions, terminal events),
 -- payflow.destinations (the queues) and step_definitions per version;
@@ -79,6 +80,238 @@ DROP FUNCTION payflow._set_status(text, text, text, text, text, boolean);
 -- the running step may, and only under the step's result name: anyone else
 -- could take the key first, and the step's completion would then fail
 -- after the payment was made.
+CREATE OR REPLACE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	p payflow.payloads;
+BEGIN
+	PERFORM payflow._require_text('result_ref.key', p_ref ->> 'key', 1024);
+	PERFORM payflow._require_text('result_ref.checksum', p_ref ->> 'checksum', 71);
+	IF p_ref ->> 'store' IS DISTINCT FROM 'pg' AND p_ref ->> 'store' IS DISTINCT FROM 's3' THEN
+		RAISE EXCEPTION 'unknown payload store "%"', coalesce(p_ref ->> 'store', 'missing')
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	ELSIF NOT starts_with(p_ref ->> 'key', payflow._payload_key(p_operation_id, '')) THEN
+		RAISE EXCEPTION 'result_ref must name a payload of operation %', p_operation_id
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Its key is %s; keys of this operation start with payments/%s/.',
+								  p_ref ->> 'key', p_operation_id);
+	ELSIF p_ref ->> 'store' = 'pg' THEN
+		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key' AND operation_id = p_operation_id;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', p_ref ->> 'key' USING ERRCODE = 'no_data_found';
+		ELSIF p.checksum IS DISTINCT FROM p_ref ->> 'checksum' THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow.replay_webhook(failure_id bigint) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	f payflow.webhook_failures;
+BEGIN
+	IF failure_id IS NULL THEN
+		RAISE EXCEPTION 'failure_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT * INTO f FROM payflow.webhook_failures w WHERE w.id = failure_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'webhook failure % does not exist', failure_id USING ERRCODE = 'no_data_found';
+	ELSIF f.replayed_at IS NOT NULL THEN
+		RETURN false;
+	END IF;
+	PERFORM payflow._outbox_write(gen_random_uuid(), f.operation_id, coalesce(f.body ->> 'paymentId', f.operation_id),
+								  f.body ->> 'correlationId', f.body ->> 'eventType', 'operation-events', f.body);
+	UPDATE payflow.webhook_failures w SET replayed_at = now() WHERE w.id = f.id;
+	RETURN true;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow.purge(max_rows integer DEFAULT 10000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_payloads integer;
+	v_operations integer;
+	v_published integer;
+	v_consumed integer;
+	v_dead integer;
+	v_webhooks integer;
+	v_cron integer := 0;
+BEGIN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL
+		   AND terminal_at < now() - payflow._seconds('retention_payloads')
+		   AND status IN ('COMPLETED', 'CANCELLED')
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), marked AS (
+		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
+	)
+	DELETE FROM payflow.payloads p USING ops
+	 WHERE p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id);
+	GET DIAGNOSTICS v_payloads = ROW_COUNT;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL
+		   AND terminal_at < now() - CASE WHEN status = 'FAILED'
+										  THEN payflow._seconds('retention_failed')
+										  ELSE payflow._seconds('retention_completed') END
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), del_steps AS (
+		DELETE FROM payflow.steps c USING ops WHERE c.operation_id = ops.id
+	), del_history AS (
+		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
+	), del_payloads AS (
+		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
+		DELETE FROM payflow.payloads c USING ops
+		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
+	), del_dead AS (
+		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+	), del_events AS (
+		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
+	)
+	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
+	GET DIAGNOSTICS v_operations = ROW_COUNT;
+
+	DELETE FROM payflow.outbox_published
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_published
+							  WHERE published_at < now() - payflow._seconds('retention_published')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_published = ROW_COUNT;
+
+	DELETE FROM payflow.consumed_events
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.consumed_events
+							  WHERE consumed_at < now() - payflow._seconds('retention_consumed')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_consumed = ROW_COUNT;
+
+	-- Message dead letters have no operation; keep them as long as failures.
+	DELETE FROM payflow.dead_letters
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.dead_letters
+							WHERE created_at < now() - payflow._seconds('retention_failed')
+							ORDER BY created_at LIMIT max_rows));
+	GET DIAGNOSTICS v_dead = ROW_COUNT;
+
+	-- Failed webhook deliveries: kept as long as failed operations, counted
+	-- from their last failure.
+	DELETE FROM payflow.webhook_failures
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.webhook_failures
+							WHERE updated_at < now() - payflow._seconds('retention_failed')
+							ORDER BY updated_at LIMIT max_rows));
+	GET DIAGNOSTICS v_webhooks = ROW_COUNT;
+
+	IF to_regclass('cron.job_run_details') IS NOT NULL THEN
+		EXECUTE $sql$
+			DELETE FROM cron.job_run_details
+			 WHERE runid = ANY (ARRAY(
+				SELECT d.runid FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+				 WHERE j.jobname LIKE 'payflow%' AND d.end_time < now() - $1
+				 LIMIT $2))
+		$sql$ USING payflow._seconds('retention_published'), max_rows;
+		GET DIAGNOSTICS v_cron = ROW_COUNT;
+	END IF;
+
+	RETURN jsonb_build_object('payloads', v_payloads,
+							  'operations', v_operations,
+							  'publishedEvents', v_published,
+							  'consumedEvents', v_consumed,
+							  'deadLetters', v_dead,
+							  'webhookFailures', v_webhooks,
+							  'cronRunDetails', v_cron,
+							  'more', greatest(v_payloads, v_operations, v_published,
+											   v_consumed, v_dead, v_webhooks, v_cron) >= max_rows);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
+							  p_event_type text, p_destination text, p_attempt integer,
+							  p_extra jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_event_id uuid := gen_random_uuid();
+BEGIN
+	RETURN payflow._outbox_write(v_event_id, p_operation_id, p_payment_id, p_correlation_id, p_event_type,
+								 p_destination,
+								 payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+													 p_event_type, p_attempt, p_extra));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_content bytea)
+	RETURNS jsonb
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_key text := payflow._payload_key(p_operation_id, p_name);
+	v_checksum text := payflow._checksum(p_content);
+	v_existing text;
+BEGIN
+	PERFORM payflow._require_size('payload', octet_length(p_content));
+	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
+	ON CONFLICT (key) DO NOTHING;
+	IF NOT FOUND THEN
+		SELECT checksum INTO v_existing FROM payflow.payloads WHERE key = v_key;
+		IF v_existing <> v_checksum THEN
+			RAISE EXCEPTION 'payload "%" already exists with other content', v_key
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'Payload keys are written once; a reference may already be in flight.';
+		END IF;
+	END IF;
+	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', v_checksum,
+							  'size', octet_length(p_content));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
+									  p_correlation_id text, p_event_type text, p_destination text,
+									  p_body jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+								message_group_id, body, attributes)
+	VALUES (p_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_group_key),
+			p_body, payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	IF p_destination = 'operation-events' THEN
+		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
+		VALUES ((p_body ->> 'eventId')::uuid, p_operation_id, sha256(convert_to(p_body::text, 'UTF8')))
+		ON CONFLICT (event_id) DO NOTHING;
+	END IF;
+	PERFORM payflow._outbox_written();
+	RETURN p_event_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '0'
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '/' || p_name
+$$;
+
 CREATE OR REPLACE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
 									step text DEFAULT NULL, worker_id text DEFAULT NULL)
 	RETURNS jsonb
@@ -574,6 +807,11 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION
+	payflow._payload_key(text, text),
+	payflow._payload_keys_end(text),
+	payflow._outbox_write(uuid, text, text, text, text, text, jsonb)
+	FROM PUBLIC;
+REVOKE ALL ON FUNCTION
 	payflow._pipeline_version(),
 	payflow._require_step_of(payflow.operations, text),
 	payflow._set_status(text, text, text, text, text)
@@ -885,7 +1123,7 @@ $$;
 -- and its request event (or OperationCompleted) in the outbox.  Items it
 -- does not take (another state, a resultRef, a result too large, a payload
 -- key already written) are left to _complete_step_full.
-CREATE FUNCTION payflow._complete_fast(p_step text, p_worker_id text, p_items jsonb)
+CREATE OR REPLACE FUNCTION payflow._complete_fast(p_step text, p_worker_id text, p_items jsonb)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb)
 	LANGUAGE plpgsql VOLATILE
 	SET plan_cache_mode = force_generic_plan
@@ -935,7 +1173,7 @@ BEGIN
 		UPDATE payflow.steps s
 		   SET status = 'SUCCEEDED', result = i.result,
 			   result_ref = CASE WHEN d.result_name IS NOT NULL THEN
-					jsonb_build_object('store', 'pg', 'key', 'payments/' || o.id || '/' || d.result_name,
+					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
 									   'checksum', payflow._checksum(i.content), 'size', octet_length(i.content))
 				END,
 			   completion = jsonb_build_object('action', 'completed', 'status', d.done_status,
@@ -948,7 +1186,7 @@ BEGIN
 		   AND octet_length(i.content) <= v_max_bytes
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
-				SELECT FROM payflow.payloads p WHERE p.key = 'payments/' || o.id || '/' || d.result_name))
+				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
 		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, s.completion, i.n, i.content,
 				  i.event_id, o.status, o.payment_id, o.correlation_id
 	), p AS (
@@ -981,17 +1219,13 @@ BEGIN
 										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
 		  FROM s
 	), ev AS (
-		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
-		SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.payment_id),
-			   e.body, payflow._event_attributes(e.operation_id, e.correlation_id, e.event_type)
+		SELECT e.operation_id,
+			   payflow._outbox_write(e.event_id, e.operation_id, e.payment_id, e.correlation_id, e.event_type,
+									 e.destination, e.body) AS event_id
 		  FROM e
-		RETURNING payflow._outbox_written()
-	), oe AS (
-		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
-		SELECT e.event_id, e.operation_id, sha256(convert_to(e.body::text, 'UTF8'))
-		  FROM e WHERE e.destination = 'operation-events'
 	)
-	SELECT s.n, s.operation_id, s.completion FROM s;
+	-- ev is read here, so it runs
+	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON ev.operation_id = s.operation_id;
 END
 $$;
 
@@ -1288,7 +1522,7 @@ DECLARE
 	v_event_id uuid := gen_random_uuid();
 	v_ref jsonb := coalesce(p_request_ref,
 							jsonb_build_object('store', 'pg',
-											   'key', 'payments/' || v_id || '/request.json',
+											   'key', payflow._payload_key(v_id, 'request.json'),
 											   'checksum', payflow._checksum(p_content),
 											   'size', octet_length(p_content)));
 	v_tenant text := payflow._current_tenant();
@@ -1317,16 +1551,14 @@ BEGIN
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
 	), event AS (
-		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
-									message_group_id, body, attributes)
-		SELECT v_event_id, op.id, f.request_event, f.destination, payflow._message_group_id(p_payment_id),
-			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
-								   f.request_event, 1, jsonb_build_object(f.input_field, v_ref)),
-			   payflow._event_attributes(op.id, p_correlation_id, f.request_event)
+		SELECT payflow._outbox_write(v_event_id, op.id, p_payment_id, p_correlation_id, f.request_event,
+									 f.destination,
+									 payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
+														 f.request_event, 1, jsonb_build_object(f.input_field, v_ref)))
 		  FROM op, f
-		RETURNING payflow._outbox_written()	-- wakes the relays at commit (no statement of its own)
 	)
-	SELECT id INTO v_created FROM op;
+	-- event is read here, so it runs
+	SELECT op.id INTO v_created FROM op LEFT JOIN event ON true;
 
 	IF v_created IS NULL THEN
 		SELECT * INTO v_existing FROM payflow.operations

@@ -624,6 +624,23 @@ CREATE FUNCTION payflow._checksum(content bytea) RETURNS text
 	LANGUAGE sql IMMUTABLE STRICT
 	AS $$ SELECT 'sha256:' || encode(sha256(content), 'hex') $$;
 
+-- The one rule for a payload's key, in the "pg" store and in S3 alike (the
+-- workers' payload_key.c writes the same): payments/<operation id>/<name>.
+-- Every key of an operation lies in [_payload_key(id, ''),
+-- _payload_keys_end(id)), so purge and the admin views find an operation's
+-- payloads by a range of the primary key ("0" follows "/" in "C" order).
+CREATE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '/' || p_name
+$$;
+
+CREATE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '0'
+$$;
+
 -- Writes a payload of the "pg" store and returns its reference.  A key is
 -- written once: the same content again is a no-op, other content an error,
 -- so a reference already sent in an event can never change under a reader.
@@ -632,7 +649,7 @@ CREATE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_conte
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
-	v_key text := 'payments/' || p_operation_id || '/' || p_name;
+	v_key text := payflow._payload_key(p_operation_id, p_name);
 	v_checksum text := payflow._checksum(p_content);
 	v_existing text;
 BEGIN
@@ -692,7 +709,35 @@ CREATE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
 				ELSE 'sha256:' || encode(sha256(convert_to(payment_id, 'UTF8')), 'hex') END
 $$;
 
--- Appends an event to the outbox and returns its id.
+-- The one writer of the outbox: every event payflow publishes is written
+-- here, and returns its outbox id.  The message group is the payment's
+-- (p_group_key: the payment id).  A terminal event (operation-events) is
+-- also recorded with its body's sha256 in operation_events, once per event
+-- id (the body's eventId: a replay sends the recorded event again), which
+-- is how the webhook worker knows payflow published it.  The relays are
+-- woken at commit.
+CREATE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
+									  p_correlation_id text, p_event_type text, p_destination text,
+									  p_body jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+								message_group_id, body, attributes)
+	VALUES (p_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_group_key),
+			p_body, payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	IF p_destination = 'operation-events' THEN
+		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
+		VALUES ((p_body ->> 'eventId')::uuid, p_operation_id, sha256(convert_to(p_body::text, 'UTF8')))
+		ON CONFLICT (event_id) DO NOTHING;
+	END IF;
+	PERFORM payflow._outbox_written();
+	RETURN p_event_id;
+END
+$$;
+
+-- Builds a new event and writes it (_outbox_write); returns its id.
 CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
 							  p_event_type text, p_destination text, p_attempt integer,
 							  p_extra jsonb)
@@ -701,19 +746,11 @@ CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlat
 	AS $$
 DECLARE
 	v_event_id uuid := gen_random_uuid();
-	v_body jsonb := payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
-										p_event_type, p_attempt, p_extra);
 BEGIN
-	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
-								message_group_id, body, attributes)
-	VALUES (v_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_payment_id),
-			v_body, payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
-	IF p_destination = 'operation-events' THEN
-		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
-		VALUES (v_event_id, p_operation_id, sha256(convert_to(v_body::text, 'UTF8')));
-	END IF;
-	PERFORM payflow._outbox_written();
-	RETURN v_event_id;
+	RETURN payflow._outbox_write(v_event_id, p_operation_id, p_payment_id, p_correlation_id, p_event_type,
+								 p_destination,
+								 payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+													 p_event_type, p_attempt, p_extra));
 END
 $$;
 
@@ -798,7 +835,7 @@ DECLARE
 	v_event_id uuid := gen_random_uuid();
 	v_ref jsonb := coalesce(p_request_ref,
 							jsonb_build_object('store', 'pg',
-											   'key', 'payments/' || v_id || '/request.json',
+											   'key', payflow._payload_key(v_id, 'request.json'),
 											   'checksum', payflow._checksum(p_content),
 											   'size', octet_length(p_content)));
 	v_tenant text := payflow._current_tenant();
@@ -827,16 +864,14 @@ BEGIN
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
 	), event AS (
-		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
-									message_group_id, body, attributes)
-		SELECT v_event_id, op.id, f.request_event, f.destination, payflow._message_group_id(p_payment_id),
-			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
-								   f.request_event, 1, jsonb_build_object(f.input_field, v_ref)),
-			   payflow._event_attributes(op.id, p_correlation_id, f.request_event)
+		SELECT payflow._outbox_write(v_event_id, op.id, p_payment_id, p_correlation_id, f.request_event,
+									 f.destination,
+									 payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
+														 f.request_event, 1, jsonb_build_object(f.input_field, v_ref)))
 		  FROM op, f
-		RETURNING payflow._outbox_written()	-- wakes the relays at commit (no statement of its own)
 	)
-	SELECT id INTO v_created FROM op;
+	-- event is read here, so it runs
+	SELECT op.id INTO v_created FROM op LEFT JOIN event ON true;
 
 	IF v_created IS NULL THEN
 		SELECT * INTO v_existing FROM payflow.operations
@@ -1308,7 +1343,7 @@ BEGIN
 	IF p_ref ->> 'store' IS DISTINCT FROM 'pg' AND p_ref ->> 'store' IS DISTINCT FROM 's3' THEN
 		RAISE EXCEPTION 'unknown payload store "%"', coalesce(p_ref ->> 'store', 'missing')
 			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
-	ELSIF left(p_ref ->> 'key', length(p_operation_id) + 10) <> 'payments/' || p_operation_id || '/' THEN
+	ELSIF NOT starts_with(p_ref ->> 'key', payflow._payload_key(p_operation_id, '')) THEN
 		RAISE EXCEPTION 'result_ref must name a payload of operation %', p_operation_id
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = format('Its key is %s; keys of this operation start with payments/%s/.',
@@ -1765,7 +1800,7 @@ BEGIN
 		UPDATE payflow.steps s
 		   SET status = 'SUCCEEDED', result = i.result,
 			   result_ref = CASE WHEN d.result_name IS NOT NULL THEN
-					jsonb_build_object('store', 'pg', 'key', 'payments/' || o.id || '/' || d.result_name,
+					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
 									   'checksum', payflow._checksum(i.content), 'size', octet_length(i.content))
 				END,
 			   completion = jsonb_build_object('action', 'completed', 'status', d.done_status,
@@ -1778,7 +1813,7 @@ BEGIN
 		   AND octet_length(i.content) <= v_max_bytes
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
-				SELECT FROM payflow.payloads p WHERE p.key = 'payments/' || o.id || '/' || d.result_name))
+				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
 		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, s.completion, i.n, i.content,
 				  i.event_id, o.status, o.payment_id, o.correlation_id
 	), p AS (
@@ -1811,17 +1846,13 @@ BEGIN
 										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
 		  FROM s
 	), ev AS (
-		INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
-		SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.payment_id),
-			   e.body, payflow._event_attributes(e.operation_id, e.correlation_id, e.event_type)
+		SELECT e.operation_id,
+			   payflow._outbox_write(e.event_id, e.operation_id, e.payment_id, e.correlation_id, e.event_type,
+									 e.destination, e.body) AS event_id
 		  FROM e
-		RETURNING payflow._outbox_written()
-	), oe AS (
-		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
-		SELECT e.event_id, e.operation_id, sha256(convert_to(e.body::text, 'UTF8'))
-		  FROM e WHERE e.destination = 'operation-events'
 	)
-	SELECT s.n, s.operation_id, s.completion FROM s;
+	-- ev is read here, so it runs
+	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON ev.operation_id = s.operation_id;
 END
 $$;
 
@@ -2519,7 +2550,7 @@ BEGIN
 		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
 	)
 	DELETE FROM payflow.payloads p USING ops
-	 WHERE p.key >= 'payments/' || ops.id || '/' AND p.key < 'payments/' || ops.id || '0';
+	 WHERE p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id);
 	GET DIAGNOSTICS v_payloads = ROW_COUNT;
 
 	WITH ops AS (
@@ -2537,7 +2568,7 @@ BEGIN
 	), del_payloads AS (
 		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
 		DELETE FROM payflow.payloads c USING ops
-		 WHERE c.key >= 'payments/' || ops.id || '/' AND c.key < 'payments/' || ops.id || '0'
+		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
 	), del_dead AS (
 		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
 	), del_events AS (
@@ -2770,13 +2801,9 @@ BEGIN
 	ELSIF f.replayed_at IS NOT NULL THEN
 		RETURN false;
 	END IF;
-	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
-								message_group_id, body, attributes)
-	VALUES (gen_random_uuid(), f.operation_id, f.body ->> 'eventType', 'operation-events',
-			payflow._message_group_id(coalesce(f.body ->> 'paymentId', f.operation_id)), f.body,
-			payflow._event_attributes(f.operation_id, f.body ->> 'correlationId', f.body ->> 'eventType'));
+	PERFORM payflow._outbox_write(gen_random_uuid(), f.operation_id, coalesce(f.body ->> 'paymentId', f.operation_id),
+								  f.body ->> 'correlationId', f.body ->> 'eventType', 'operation-events', f.body);
 	UPDATE payflow.webhook_failures w SET replayed_at = now() WHERE w.id = f.id;
-	PERFORM payflow._outbox_written();
 	RETURN true;
 END
 $$;

@@ -292,6 +292,23 @@ test_ids(void)
 	CHECK(!pf_timestamp_valid("2024-02-29T23:59:59.Z"));
 }
 
+/* the payload key rules: one for an operation's payloads, one for a request put before its operation exists */
+static void
+test_payload_keys(void)
+{
+	char		key[PF_PAYLOAD_KEY_MAX + 1];
+	char		name[PF_PAYLOAD_KEY_MAX];
+
+	CHECK(pf_payload_key(OPID, "request.json", key));
+	CHECK_STR(key, "payments/" OPID "/request.json");
+	CHECK(pf_request_key(SUM, key));
+	CHECK_STR(key, "requests/sha256-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.json");
+	CHECK(!pf_request_key("md5:1234", key));
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	CHECK(!pf_payload_key(OPID, name, key));	/* longer than a key may be */
+}
+
 /* a step added by SQL: its request event is defined at start-up from the database */
 static void
 test_step_request(void)
@@ -342,5 +359,6 @@ main(void)
 	test_refs();
 	test_ids();
 	test_step_request();
+	test_payload_keys();
 	return unit_finish("test_event");
 }

@@ -36,6 +36,18 @@ typedef struct pf_payload_ref
 const char *pf_store_kind_name(pf_store_kind kind);
 bool		pf_store_kind_parse(const char *text, pf_store_kind *kind);
 
+/*
+ * The payload key rules (payload_key.c), the same in the "pg" store and in
+ * S3: a payload of an operation is payments/<operation id>/<name>
+ * (payflow._payload_key in the extension); a request the HTTP edge puts to
+ * S3 before the database has made its operation is content-addressed,
+ * requests/sha256-<hex>.json (its checksum names it, so a retried POST
+ * writes the same object). Written into out (PF_PAYLOAD_KEY_MAX + 1 bytes);
+ * false when it would not fit.
+ */
+bool		pf_payload_key(const char *operation_id, const char *name, char out[PF_PAYLOAD_KEY_MAX + 1]);
+bool		pf_request_key(const char *checksum, char out[PF_PAYLOAD_KEY_MAX + 1]);
+
 /* "sha256:<hex>" of data. */
 void		pf_checksum_of(const void *data, size_t len, char out[PF_CHECKSUM_LEN + 1]);
 /* Accepts "sha256:" + 64 hex digits of either case; digest may be NULL. */

@@ -61,8 +61,6 @@ static const char SUBMIT_REF_SQL[] =
 
 static const char AUTHENTICATE_SQL[] = "SELECT payflow.authenticate($1)";
 
-#define S3_KEY_PREFIX "requests/sha256-"
-
 typedef struct payment_body
 {
 	const char *payment_id;		/* inside doc */
@@ -192,8 +190,8 @@ store_in_s3(api_request *req, api_slot *slot, const payment_body *pb, char *key,
 
 	if (s3 == NULL)
 		return err->result == PF_OK ? PF_ERR_TRANSIENT : err->result;
-	/* checksum is "sha256:<hex>" */
-	snprintf(key, key_len, S3_KEY_PREFIX "%s.json", pb->checksum + 7);
+	if (key_len < PF_PAYLOAD_KEY_MAX + 1 || !pf_request_key(pb->checksum, key))
+		return pf_error_set(err, PF_ERR_INVALID, "invalid_input", "no key for a checksum %.16s…", pb->checksum);
 	return pf_s3_put_object(s3, req->ctx->cfg.s3_bucket, key, pb->details, pb->details_len,
 							"application/json", err);
 }
@@ -224,7 +222,7 @@ api_post_payment(api_request *req)
 	pf_error	err;
 	pf_result	r;
 	bool		to_s3;
-	char		key[128];
+	char		key[PF_PAYLOAD_KEY_MAX + 1];
 
 	if (api_key == NULL)
 		return api_reply_unauthorized(req);

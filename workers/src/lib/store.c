@@ -187,21 +187,22 @@ pf_store_write(pf_store *store, const char *operation_id, const char *name, cons
 	}
 	else
 	{
-		pf_buf		key = PF_BUF_INIT;
+		char		key[PF_PAYLOAD_KEY_MAX + 1];
 
 		if (store->s3 == NULL || store->bucket == NULL)
 			return pf_error_set(err, PF_ERR_INVALID, "config", "s3 store used without PAYFLOW_S3_BUCKET");
-		pf_buf_appendf(&key, "payments/%s/%s", operation_id, name);
-		r = pf_s3_put_object(store->s3, store->bucket, key.data, data ? data : "", len,
+		if (!pf_payload_key(operation_id, name, key))
+			return pf_error_set(err, PF_ERR_INVALID, "invalid_input", "payload key longer than %d bytes",
+								PF_PAYLOAD_KEY_MAX);
+		r = pf_s3_put_object(store->s3, store->bucket, key, data ? data : "", len,
 							 strstr(name, ".json") ? "application/json" : "application/octet-stream", err);
 		if (r == PF_OK)
 		{
 			ref->store = PF_STORE_S3;
-			ref->key = pf_buf_steal(&key);
+			ref->key = pf_strdup(key);
 			memcpy(ref->checksum, checksum, sizeof(checksum));
 			ref->size = (long long) len;
 		}
-		pf_buf_free(&key);
 	}
 	/* the reference must describe exactly the bytes we hold */
 	if (r == PF_OK && (strcmp(ref->checksum, checksum) != 0 || ref->size != (long long) len))

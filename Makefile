@@ -18,13 +18,15 @@ OBJS = \
 	extension/src/transitions_legacy.o \
 	extension/src/wakeup.o
 
-EXTVERSION = 0.4.0
+# The version is written in one place, the control file's default_version.
+EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" extension/payflow.control)
 MODULEDIR = extension
-# Released scripts install as they are; the current full script and the
-# update scripts are assembled from the shared SQL source and the C
+# Released versions are git tags (v0.1.0, ...): their full scripts are not
+# kept (test/lib/released.sh builds them from the tags). The current full
+# script and the update scripts are assembled from the shared SQL source and the C
 # flavour's helpers (extension/sql/assemble.sh).
 UPDATE_SCRIPTS = $(patsubst extension/sql/%,extension/%,$(wildcard extension/sql/payflow--*--*.sql))
-DATA = extension/payflow.control extension/sql/payflow--0.1.0.sql
+DATA = extension/payflow.control
 DATA_built = extension/payflow--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PG_CPPFLAGS = -I$(srcdir)/extension/include
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration

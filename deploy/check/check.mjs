@@ -8,8 +8,8 @@
 //     defaults, whether secret and whether the program requires them: the
 //     programs' own `--print-settings` output (the built programs in
 //     PAYFLOW_BIN_DIR, else <root>/workers/bin);
-//   - the destinations the extension knows (payflow.destinations' seed): extension/sql/payflow.sql;
-//   - the worker's drain grace: workers/src/worker/loop.c.
+//   - the destinations the extension knows (payflow.destinations' seed): extension/sql/tables.sql;
+//   - the worker's exit margin after the drain: its --print-settings first line (exitMarginSeconds).
 // Rules that workers/src/lib/config_rules.c states in code are restated
 // below, each next to the check that uses it.
 //
@@ -106,20 +106,19 @@ if (!settings.has('PAYFLOW_DATABASE_URL')) {
 }
 
 // Destinations: the queues the database knows are the rows of
-// payflow.destinations, seeded in payflow.sql (add_destination adds more
+// payflow.destinations, seeded in tables.sql (add_destination adds more
 // at run time, each needing its queue here too); the steps are the seeded
-// rows of pipeline version 1 in payflow.step_definitions.
-const payflowSql = read('extension/sql/payflow.sql');
+// rows of pipeline version 1 in payflow.step_definitions (tables.sql).
+const payflowSql = read('extension/sql/tables.sql');
 const seed = (table) => (payflowSql.match(new RegExp(`INSERT INTO payflow\\.${table}\\b[^;]*;`)) || [''])[0];
 const emitted = new Set([...seed('destinations').matchAll(/\(\s*'([a-z0-9]+(?:-[a-z0-9]+)+)'\s*,/g)].map((m) => m[1]));
 ok(`payflow.sql: destinations found (${[...emitted].sort().join(', ')})`, emitted.size >= 1);
 
-// The worker's exit after PAYFLOW_DRAIN_SECONDS: cancelled calls get
-// ABANDON_GRACE_MS, deletes and visibility changes in flight FLUSH_WAIT_MS.
-const loopC = read('workers/src/worker/loop.c');
-const constMs = (name) => Number((loopC.match(new RegExp(`#define\\s+${name}\\s+(\\d+)`)) || [])[1]);
-const workerExitMarginS = Math.ceil((constMs('ABANDON_GRACE_MS') + constMs('FLUSH_WAIT_MS')) / 1000);
-ok(`loop.c: the worker's exit margin after the drain was read (${workerExitMarginS} s)`, workerExitMarginS > 0);
+// The worker's exit after PAYFLOW_DRAIN_SECONDS (cancelled calls' grace,
+// deletes and visibility changes in flight), as the worker prints it.
+const workerExitMarginS = Number(programSettings('payflow-worker', ['--role', 'payment']).program?.exitMarginSeconds);
+ok(`payflow-worker --print-settings: the exit margin after the drain was read (${workerExitMarginS} s)`,
+	workerExitMarginS > 0);
 
 // ---------------------------------------------------------------- every file parses
 

@@ -1628,3 +1628,5 @@ GRANT EXECUTE ON FUNCTION
 --@@ include pipeline.sql @@
 
 --@@ include admin.sql @@
+
+--@@ include comments.sql @@

@@ -129,6 +129,9 @@ pf_eq "revoked: 401" 401 "$(admin GET /admin/whoami "$AKEY2")"
 # ---- the document and the console's files
 pf_eq "GET /openapi.json: 200" 200 "$(admin GET /openapi.json "")"
 pf_eq "... the document in the repository" "$(sha256sum <workers/console/openapi.json)" "$(sha256sum <"$API_DIR/body")"
+pf_eq "... its version is the extension's (extension/payflow.control, the one place it is written)" \
+	"$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/payflow.control)" \
+	"$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).info.version)' workers/console/openapi.json)"
 pf_eq "/console/: the page" 200 "$(http GET "$API_URL/console/" "")"
 csp=$(header Content-Security-Policy)
 pf_eq "strict CSP: scripts from this origin only" 1 "$(grep -c "script-src 'self';" <<<"$csp")"

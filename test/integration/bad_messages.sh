@@ -178,9 +178,9 @@ pf_eq "neither was charged" "0|0" \
 DONE_OP=${REAL_OPS[0]}
 q -c "UPDATE payflow.operations SET payloads_purged_at = now() WHERE id = '$DONE_OP'" \
 	-c "DELETE FROM payflow.payloads WHERE key LIKE 'payments/$DONE_OP/%'" >/dev/null
-q -c "SELECT d.destination || chr(9) || jsonb_build_object('eventType', d.request_event, 'eventVersion', 1,
-		'eventId', gen_random_uuid(), 'operationId', o.id, 'paymentId', o.payment_id, 'attempt', 1,
-		'correlationId', o.correlation_id, 'createdAt', payflow._iso(now()), d.input_field, s.input_ref)::text
+# (built by the extension's own event builder: well-formed events come from one place)
+q -c "SELECT d.destination || chr(9) || payflow._event_body(gen_random_uuid(), o.id, o.payment_id, o.correlation_id,
+		d.request_event, 1, jsonb_build_object(d.input_field, s.input_ref))::text
 	  FROM payflow.operations o JOIN payflow.steps s ON s.operation_id = o.id
 	  JOIN payflow.step_definitions d ON d.step_name = s.step_name
 	 WHERE o.id = '$DONE_OP' ORDER BY d.position" | as_lines | send

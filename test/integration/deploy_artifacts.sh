@@ -91,11 +91,9 @@ tool_passes "every task definition has the RegisterTaskDefinition shape (botocor
 # A copy of just what the checker reads.
 copy_tree() {
 	rm -rf "$work/tree"
-	mkdir -p "$work/tree/workers/src" "$work/tree/workers/include" "$work/tree/extension/sql"
+	mkdir -p "$work/tree/extension/sql"
 	cp -r deploy "$work/tree/"
-	cp -r workers/src/. "$work/tree/workers/src/"
-	cp -r workers/include/. "$work/tree/workers/include/"
-	cp extension/sql/payflow.sql "$work/tree/extension/sql/"
+	cp extension/sql/tables.sql "$work/tree/extension/sql/"
 	mkdir -p "$work/tree/extension/sql/flavour-sql"
 	cp extension/sql/flavour-sql/helpers.sql "$work/tree/extension/sql/flavour-sql/"
 }
@@ -151,7 +149,7 @@ broken "short-form !Ref in a template" "queues.yaml parses as plain YAML" \
 broken "queue renamed away from its destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
 	sed -i 's/invoice-requests=\${InvoiceRequestsQueue}/invoices=${InvoiceRequestsQueue}/' deploy/aws/queues.yaml
 broken "the extension emits a new destination" "PAYFLOW_QUEUE_URLS names exactly the destinations payflow.sql emits" \
-	sed -i "0,/('operation-events', 'the terminal events/s//('operation-failures', 'the terminal events/" extension/sql/payflow.sql
+	sed -i "0,/('operation-events', 'the terminal events/s//('operation-failures', 'the terminal events/" extension/sql/tables.sql
 broken "DLQ without SSE" "invoice-requests: SSE" \
 	sed -i '/InvoiceRequestsDeadLetterQueue:/,/RedriveAllowPolicy/s/SqsManagedSseEnabled: true/SqsManagedSseEnabled: false/' deploy/aws/queues.yaml
 broken "a typo in a Fn::GetAtt" "every Ref, Fn::GetAtt" \

@@ -263,9 +263,9 @@ pf_eq "delivered: signed a moment before it arrived (t within 10 s)" "true" \
 
 # forged: "completed" for a3, which FAILED, straight onto the queue
 a3_event=$(event_of "$a3")
-a3_body=$(q -c "SELECT jsonb_build_object('eventType', 'OperationCompleted', 'eventVersion', 1,
-				 'eventId', '$a3_event', 'operationId', '$a3', 'paymentId', '$run-a3', 'attempt', 1,
-				 'createdAt', '2026-01-01T00:00:00.000Z', 'status', 'COMPLETED', 'result', '{}'::jsonb)")
+# (built by the extension's own event builder, as a published one would be)
+a3_body=$(q -c "SELECT payflow._event_body('$a3_event', o.id, o.payment_id, o.correlation_id, 'OperationCompleted', 1,
+				 '{\"status\": \"COMPLETED\", \"result\": {}}') FROM payflow.operations o WHERE o.id = '$a3'")
 node --input-type=module -e '
 	import { requireFromCache, clientCredentials, clientRegion } from "./test/emulator/emulator-config.mjs";
 	const { SQSClient, SendMessageCommand } = requireFromCache("@aws-sdk/client-sqs");

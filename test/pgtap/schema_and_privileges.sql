@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(69);
+SELECT plan(70);
 
 -- schema
 SELECT has_schema('payflow');
@@ -17,6 +17,11 @@ SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', '
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
+-- every public function says what it does (\df+; extension/sql/comments.sql)
+SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg_proc p
+			WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'
+			  AND obj_description(p.oid, 'pg_proc') IS NULL), NULL,
+		  'every public function has a COMMENT');
 -- hot tables are built for churn
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=30'] FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'outbox leaves room for HOT updates (a claim updates whole pages)');
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for HOT updates');

@@ -6,6 +6,11 @@ SELECT line FROM (
 		   || E'\n' || pg_get_functiondef(p.oid) AS line
 	  FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
 	UNION ALL
+	-- the comments \df+ shows (extension/sql/comments.sql)
+	SELECT 'comment ' || p.oid::regprocedure::text || ' ' || d.description
+	  FROM pg_proc p JOIN pg_description d ON d.objoid = p.oid AND d.classoid = 'pg_proc'::regclass
+	 WHERE p.pronamespace = 'payflow'::regnamespace
+	UNION ALL
 	-- reloptions sorted: ALTER TABLE ... SET appends, CREATE TABLE keeps its order
 	SELECT format('relation %s kind=%s acl=%s options=%s rls=%s', c.relname, c.relkind,
 				  coalesce(c.relacl::text, '-'),

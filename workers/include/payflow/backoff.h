@@ -1,6 +1,6 @@
 /*
  * backoff.h
- *		Exponential back-off with jitter, and the clocks it needs. One rule for
+ *		Exponential back-off with jitter (its clocks: clock.h). One rule for
  *		every retry loop in the edge processes (database reconnects, AWS calls,
  *		credential refreshes), so they all spread out the same way under load.
  */
@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "payflow/clock.h"
+
 /*
  * Delay before retry number attempt (0 for the first retry):
  * d = min(cap, base * 2^attempt), then a random value in [d/2, d]
@@ -16,8 +18,5 @@
  */
 int			pf_backoff_ms(int attempt, int base_ms, int cap_ms);
 uint64_t	pf_random_u64(void);
-/* Monotonic milliseconds, for deadlines. */
-int64_t		pf_now_ms(void);
-void		pf_sleep_ms(int ms);
 
 #endif							/* PAYFLOW_BACKOFF_H */

@@ -182,6 +182,9 @@ void		pf_config_free(pf_config *cfg);
  * the table only, never a value.
  */
 void		pf_config_print_settings(FILE *out, const char *program, const char *role, unsigned programs);
+/* The same, with more members for the first line (head_extra, consumed; may be NULL). */
+void		pf_config_print_settings_with(FILE *out, const char *program, const char *role, unsigned programs,
+										  json_t *head_extra);
 
 /* The effective settings for a start-up log line; secrets show as "[redacted]". */
 json_t	   *pf_config_to_json(const pf_config *cfg);

@@ -54,6 +54,13 @@ typedef struct pf_pg_options
 
 typedef struct pf_pg pf_pg;
 
+/*
+ * While fd (a stop_signals.h signalfd; -1: none) has a signal waiting, the
+ * reconnect and retry loops give up at once, as with options.stop: for a
+ * program still starting, whose main loop does not read the signals yet.
+ */
+void		pf_pg_watch_stop_signals(pf_pg *pg, int fd);
+
 pf_pg	   *pf_pg_create(const char *conninfo, const pf_pg_options *options);
 void		pf_pg_destroy(pf_pg *pg);
 

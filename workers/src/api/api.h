@@ -45,33 +45,25 @@
 #include "payflow/config.h"
 #include "payflow/error.h"
 #include "payflow/log.h"
+#include "payflow/clock.h"
 #include "payflow/pg.h"
+#include "payflow/pg_pool.h"
 #include "payflow/s3.h"
 
 #define API_PROGNAME "payflow-api"
 
 /* ---- pool.c ---- */
 
-/* One PostgreSQL connection and, lazily, an S3 client: a request holds one. */
-typedef struct api_slot
-{
-	pf_pg	   *pg;
-	pf_aws_credentials_provider *credentials;
-	pf_aws_client *aws;
-	pf_s3	   *s3;
-	bool		busy;
-	int			backend_pid;	/* of the connection given the notice hook */
-} api_slot;
+/*
+ * One PostgreSQL connection of the pool (pg_pool.h) and, lazily, an S3
+ * client in its data: a request holds one.
+ */
+typedef pf_pg_slot api_slot;
 
 typedef struct api_pool
 {
-	pthread_mutex_t lock;
-	pthread_cond_t freed;
-	int			size;
-	int			wait_ms;
-	int			in_use;
-	api_slot   *slots;
-	const pf_config *cfg;
+	pf_pg_pool *pg;
+	int			wait_ms;		/* PAYFLOW_API_POOL_WAIT_MS, then 503 */
 } api_pool;
 
 void		api_pool_init(api_pool *pool, const pf_config *cfg, const volatile sig_atomic_t *stop);
@@ -79,8 +71,6 @@ void		api_pool_destroy(api_pool *pool);
 /* A free slot, or NULL when none came free within the pool's wait. */
 api_slot   *api_pool_acquire(api_pool *pool);
 void		api_pool_release(api_pool *pool, api_slot *slot);
-/* Route a new connection's notices to the JSON log (once per backend). */
-void		api_adopt_connection(pf_pg *pg, int *backend_pid);
 /* The slot's S3 client, created on first use; NULL with err set on failure. */
 pf_s3	   *api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err);
 /* Options every API connection uses (short connect, few retries, statement_timeout). */
@@ -242,7 +232,6 @@ struct api_request
 	bool		close_after;	/* the answer closes the connection */
 };
 
-int64_t		api_now_us(void);
 
 /* router.c */
 enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,

@@ -151,7 +151,7 @@ api_get_events(api_request *req)
 
 	req->status = MHD_HTTP_OK;
 	req->answered = true;
-	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
+	req->seconds = (double) (pf_now_us() - req->started_us) / 1e6;
 	{
 		enum MHD_Result result = api_queue_response(req->conn, MHD_HTTP_OK, resp);
 

@@ -363,7 +363,7 @@ refresh(api_hub *hub)
 
 		snprintf(after, sizeof(after), "%lld", g->after_id);
 		r = pf_pg_exec(hub->pg, CHANGES_SQL, 3, values, &res, &err);
-		api_adopt_connection(hub->pg, &hub->backend_pid);
+		pf_pg_adopt_connection(hub->pg, &hub->backend_pid);
 		pthread_mutex_lock(&hub->lock);
 		if (r == PF_OK)
 			dispatch_rows(hub, g, res, &resumes);
@@ -525,7 +525,7 @@ hub_main(void *arg)
 
 	if (pf_pg_listen(hub->pg, LISTEN_CHANNEL, &err) != PF_OK && !*ctx->stop)
 		pf_log_warn(NULL, "events: LISTEN %s failed, polling until it works: %s", LISTEN_CHANNEL, err.message);
-	api_adopt_connection(hub->pg, &hub->backend_pid);
+	pf_pg_adopt_connection(hub->pg, &hub->backend_pid);
 	for (;;)
 	{
 		int			nfds = 0;

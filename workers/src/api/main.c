@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "payflow/backoff.h"
+#include "payflow/stop_signals.h"
 
 /* Raised only after the drain: from then on database retries give up. */
 static volatile sig_atomic_t stop_now = 0;
@@ -171,28 +172,12 @@ active_requests(api_context *ctx)
 	return n;
 }
 
-/* Wait for SIGTERM/SIGINT (blocked in every thread, taken here). */
-static int
-wait_signal(const sigset_t *set, int timeout_ms)
-{
-	struct timespec ts = {timeout_ms / 1000, (long) (timeout_ms % 1000) * 1000000L};
-	int			sig;
-
-	if (timeout_ms < 0)
-	{
-		if (sigwait(set, &sig) != 0)
-			return -1;
-		return sig;
-	}
-	return sigtimedwait(set, NULL, &ts);
-}
 
 int
 main(int argc, char **argv)
 {
 	static api_context ctx;
-	sigset_t	signals;
-	struct sigaction sa;
+	int			signal_fd;
 	int64_t		deadline;
 	int			status = 0;
 	int			connection_limit;
@@ -203,14 +188,13 @@ main(int argc, char **argv)
 		pf_config_print_settings(stdout, API_PROGNAME, NULL, PF_PROGRAM_API);
 		return 0;
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	/* block before any thread starts, so only sigwait below sees them */
-	sigemptyset(&signals);
-	sigaddset(&signals, SIGTERM);
-	sigaddset(&signals, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &signals, NULL);
+	/* before any thread starts (stop_signals.h): only the main thread below takes them */
+	signal_fd = pf_stop_signals_block();
+	if (signal_fd < 0)
+	{
+		perror(API_PROGNAME ": signalfd");
+		return 1;
+	}
 
 	pf_log_init(API_PROGNAME, PF_LOG_INFO);
 	pf_config_load_or_exit(&ctx.cfg, API_PROGNAME, PF_PROGRAM_API);
@@ -238,7 +222,7 @@ main(int argc, char **argv)
 	pf_config_warn_unknown_variables();
 
 	/* the main thread also drops heads past their deadline, once a second */
-	while (wait_signal(&signals, 1000) <= 0)
+	while (pf_stop_signals_wait(signal_fd, 1000) == 0)
 		api_guard_tick(ctx.guard);
 	pf_log_info(NULL, "stopping: no new connections, ending event streams, %d request(s) in flight",
 				active_requests(&ctx));
@@ -259,7 +243,7 @@ main(int argc, char **argv)
 			break;
 		}
 		api_guard_tick(ctx.guard);
-		if (wait_signal(&signals, 50) > 0)
+		if (pf_stop_signals_wait(signal_fd, 50) != 0)
 		{
 			pf_log_warn(NULL, "second signal: exiting at once");
 			_exit(1);

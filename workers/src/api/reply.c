@@ -126,20 +126,11 @@ MHD_queue_response(struct MHD_Connection *conn, unsigned int status, struct MHD_
 		/* a request already under way (a malformed chunk): counted by api_completed */
 		req->status = status;
 		req->answered = true;
-		req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
+		req->seconds = (double) (pf_now_us() - req->started_us) / 1e6;
 	}
 	else if (req == NULL)
 		api_metrics_record(ROUTE_OTHER, status, 0);
 	return MHD_NO;
-}
-
-int64_t
-api_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 unsigned
@@ -185,7 +176,7 @@ queue(api_request *req, unsigned status, struct MHD_Response *resp)
 	}
 	req->status = status;
 	req->answered = true;
-	req->seconds = (double) (api_now_us() - req->started_us) / 1e6;
+	req->seconds = (double) (pf_now_us() - req->started_us) / 1e6;
 	r = api_queue_response(req->conn, status, resp);
 	MHD_destroy_response(resp);
 	return r;

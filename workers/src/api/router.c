@@ -214,13 +214,11 @@ get_metrics(api_request *req)
 	bool		db_ok = false;
 
 	api_metrics_render(&out);
-	pthread_mutex_lock(&req->ctx->pool.lock);
 	pf_buf_appendf(&out, "# HELP payflow_api_pool_in_use PostgreSQL connections of the pool in use.\n"
 				   "# TYPE payflow_api_pool_in_use gauge\npayflow_api_pool_in_use %d\n"
 				   "# HELP payflow_api_pool_size PostgreSQL connections in the pool.\n"
 				   "# TYPE payflow_api_pool_size gauge\npayflow_api_pool_size %d\n",
-				   req->ctx->pool.in_use, req->ctx->pool.size);
-	pthread_mutex_unlock(&req->ctx->pool.lock);
+				   pf_pg_pool_in_use(req->ctx->pool.pg), pf_pg_pool_size(req->ctx->pool.pg));
 	api_guard_render(req->ctx->guard, &out);
 	pf_buf_appendf(&out, "# HELP payflow_api_event_streams Server-sent event streams held.\n"
 				   "# TYPE payflow_api_event_streams gauge\npayflow_api_event_streams %d\n",
@@ -294,7 +292,7 @@ request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, cons
 	req->ctx = ctx;
 	req->conn = conn;
 	req->method = method;
-	req->started_us = api_now_us();
+	req->started_us = pf_now_us();
 	path = decode_path(url, &req->bad_path);
 	req->route = path ? route_of(path, &req->operation_id) : ROUTE_OTHER;
 	req->path = path;

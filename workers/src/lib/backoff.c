@@ -1,6 +1,6 @@
 /*
  * backoff.c
- *		Back-off delays, randomness and clocks.
+ *		Back-off delays and randomness.
  */
 #include "payflow/backoff.h"
 
@@ -38,26 +38,4 @@ pf_backoff_ms(int attempt, int base_ms, int cap_ms)
 		d = cap_ms;
 	half = d / 2;
 	return (int) (half + (int64_t) (pf_random_u64() % (uint64_t) (d - half + 1)));
-}
-
-int64_t
-pf_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-pf_sleep_ms(int ms)
-{
-	struct timespec ts;
-
-	if (ms <= 0)
-		return;
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (long) (ms % 1000) * 1000000L;
-	/* a signal cuts the sleep short so shutdown flags are seen at once */
-	(void) nanosleep(&ts, NULL);
 }

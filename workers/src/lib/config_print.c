@@ -95,11 +95,23 @@ print_line(FILE *out, json_t *obj)
 void
 pf_config_print_settings(FILE *out, const char *program, const char *role, unsigned programs)
 {
+	pf_config_print_settings_with(out, program, role, programs, NULL);
+}
+
+void
+pf_config_print_settings_with(FILE *out, const char *program, const char *role, unsigned programs,
+							  json_t *head_extra)
+{
 	json_t	   *head = json_pack("{s:s,s:s}", "format", "payflow-settings/1", "program", program);
 
 	if (role != NULL)
 		json_object_set_new(head, "role", json_string(role));
 	json_object_set_new(head, "callsAws", json_boolean((programs & PF_PROGRAM_USES_AWS) != 0));
+	if (head_extra)
+	{
+		json_object_update(head, head_extra);
+		json_decref(head_extra);
+	}
 	print_line(out, head);
 
 	/* read before the table, by every program: it names the file the rest may come from */

@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "payflow/clock.h"
+
 /* Idle easy handles kept for reuse (each keeps its TLS session cache). */
 #define EASY_POOL_MAX 64
 /* The longest a wait sleeps in curl before it looks at its deadline again. */
@@ -285,19 +287,11 @@ pop_done(pf_http *http, pf_http_request *want)
 	return NULL;
 }
 
-static long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static pf_http_request *
 wait_for(pf_http *http, pf_http_request *want, int timeout_ms, int extra_fd)
 {
-	long		deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	long		deadline = timeout_ms >= 0 ? pf_now_ms() + timeout_ms : 0;
 
 	for (;;)
 	{
@@ -318,7 +312,7 @@ wait_for(pf_http *http, pf_http_request *want, int timeout_ms, int extra_fd)
 		if (want != NULL && !want->in_flight)
 			return NULL;		/* cancelled */
 
-		left = timeout_ms >= 0 ? deadline - now_ms() : POLL_SLICE_MS;
+		left = timeout_ms >= 0 ? deadline - pf_now_ms() : POLL_SLICE_MS;
 		if (left <= 0)
 			return NULL;
 		extra.fd = extra_fd;

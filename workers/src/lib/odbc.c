@@ -352,14 +352,7 @@ timer_main(void *arg)
 			struct timespec until;
 			int64_t		wait_ms = odbc->deadline_ms - now;
 
-			clock_gettime(CLOCK_MONOTONIC, &until);
-			until.tv_sec += wait_ms / 1000;
-			until.tv_nsec += (wait_ms % 1000) * 1000000L;
-			if (until.tv_nsec >= 1000000000L)
-			{
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			pf_deadline_in(&until, CLOCK_MONOTONIC, wait_ms);
 			pthread_cond_timedwait(&odbc->timer_wake, &odbc->lock, &until);
 		}
 	}

@@ -13,6 +13,7 @@
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
 #include "payflow/log.h"
+#include "payflow/stop_signals.h"
 
 #define MAX_CHANNELS 8
 
@@ -26,6 +27,7 @@ struct pf_pg
 	int			connect_failures;	/* consecutive, for the back-off */
 	int			n_channels;
 	char	   *channels[MAX_CHANNELS];
+	int			stop_signals_fd;	/* pf_pg_watch_stop_signals; -1: none */
 };
 
 pf_pg *
@@ -34,6 +36,7 @@ pf_pg_create(const char *conninfo, const pf_pg_options *options)
 	pf_pg	   *pg = pf_calloc(1, sizeof(*pg));
 
 	pg->conninfo = pf_strdup(conninfo);
+	pg->stop_signals_fd = -1;
 	if (options)
 		pg->opt = *options;
 	pg->application_name = pf_strdup(pg->opt.application_name ? pg->opt.application_name : "payflow");
@@ -84,7 +87,13 @@ pf_pg_generation(const pf_pg *pg)
 static bool
 stopping(const pf_pg *pg)
 {
-	return pg->opt.stop != NULL && *pg->opt.stop != 0;
+	return (pg->opt.stop != NULL && *pg->opt.stop != 0) || pf_stop_signals_pending(pg->stop_signals_fd);
+}
+
+void
+pf_pg_watch_stop_signals(pf_pg *pg, int fd)
+{
+	pg->stop_signals_fd = fd;
 }
 
 bool

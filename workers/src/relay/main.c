@@ -10,14 +10,16 @@
  * claims come back full or calls finish. Waits on the libpq socket and the
  * curl transfers together, so claiming, sending and acking overlap.
  *
- * SIGTERM or SIGINT: stop claiming, finish the calls in flight, write their
- * acks and nacks, exit 0 (1 if PAYFLOW_DRAIN_SECONDS ran out first). A
- * second signal exits at once; what was in flight is sent again later.
+ * SIGTERM or SIGINT (stop_signals.h: a signalfd the loop reads every turn,
+ * at most MAX_WAIT_MS apart): stop claiming, finish the calls in flight,
+ * write their acks and nacks, exit 0 (1 if PAYFLOW_DRAIN_SECONDS ran out
+ * first). A second signal exits at once; what was in flight is sent again
+ * later. While the relay is still starting (waiting for the database), a
+ * signal ends the wait and the relay exits 0.
  */
 #include "relay.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@
 
 #include "payflow/aws_credentials.h"
 #include "payflow/backoff.h"
+#include "payflow/stop_signals.h"
 
 #define PROGNAME "payflow-relay"
 #define LISTEN_CHANNEL "payflow_outbox"
@@ -34,46 +37,23 @@
 #define MAX_WAIT_MS 200
 #define STATS_INTERVAL_MS 60000
 
-/*
- * Signal state: set by the handler, read by the loop. pg_abort makes the
- * database helper give up its reconnect loop; it is raised only while the
- * relay is still starting (nothing claimed yet, so nothing to write back).
- */
-static volatile sig_atomic_t stop_requested = 0;
-static volatile sig_atomic_t pg_abort = 0;
-static volatile sig_atomic_t starting = 1;
+/* SIGTERM and SIGINT: a signalfd (stop_signals.h), read by the loop. */
+static int signal_fd = -1;
+static bool stop_requested = false;
 
+/* A signal taken: the first starts the drain, a second exits at once. */
 static void
-on_signal(int signo)
+take_signals(void)
 {
-	static const char line[] =
-		"{\"level\":\"warn\",\"component\":\"" PROGNAME "\",\"msg\":\"second signal: exiting at once\"}\n";
-
-	if (stop_requested)
+	while (pf_stop_signals_take(signal_fd) != 0)
 	{
-		ssize_t		w = write(STDERR_FILENO, line, sizeof(line) - 1);
-
-		(void) w;
-		_exit(1);
+		if (stop_requested)
+		{
+			pf_log_warn(NULL, "second signal: exiting at once");
+			_exit(1);
+		}
+		stop_requested = true;
 	}
-	stop_requested = 1;
-	if (starting)
-		pg_abort = 1;
-}
-
-static void
-install_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	/* no SA_RESTART: a signal cuts poll() short and the loop sees the flag */
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
 }
 
 static json_t *
@@ -143,6 +123,7 @@ relay_run(relay *r)
 		int			room;
 		int			pgsock;
 
+		take_signals();
 		if (stop_requested && !stopping)
 		{
 			stopping = true;
@@ -254,6 +235,7 @@ main(int argc, char **argv)
 	pf_pg_options pg_options;
 	pf_error	err;
 	json_t	   *settings;
+	pf_result	rc;
 	int			status;
 
 	if (argc == 2 && strcmp(argv[1], "--print-settings") == 0)
@@ -268,7 +250,12 @@ main(int argc, char **argv)
 		usage(help ? stdout : stderr);
 		return help ? 0 : 2;
 	}
-	install_signals();
+	signal_fd = pf_stop_signals_block();
+	if (signal_fd < 0)
+	{
+		perror(PROGNAME ": signalfd");
+		return 1;
+	}
 	memset(&r, 0, sizeof(r));
 	pf_config_load_or_exit(&r.cfg, PROGNAME, PF_PROGRAM_RELAY);
 	/* SQS takes UTF-8 only, whatever the database's encoding */
@@ -309,18 +296,23 @@ main(int argc, char **argv)
 	/* the loop backs off and retries by itself; keep each call short */
 	pg_options.max_attempts = 3;
 	pg_options.backoff_cap_ms = 1000;
-	pg_options.stop = &pg_abort;
 	r.pg = pf_pg_create(r.cfg.database_url, &pg_options);
 
-	/* connects (retrying until the database answers) and listens */
-	if (pf_pg_listen(r.pg, LISTEN_CHANNEL, &err) != PF_OK && !stop_requested)
+	/*
+	 * Connects (retrying until the database answers) and listens; a signal
+	 * meanwhile ends the wait (nothing claimed yet, nothing to write back).
+	 */
+	pf_pg_watch_stop_signals(r.pg, signal_fd);
+	rc = pf_pg_listen(r.pg, LISTEN_CHANNEL, &err);
+	pf_pg_watch_stop_signals(r.pg, -1);
+	take_signals();
+	if (rc != PF_OK && !stop_requested)
 	{
 		pf_log_error(NULL, "LISTEN %s failed: %s", LISTEN_CHANNEL, err.message);
 		status = 1;
 	}
 	else
 	{
-		starting = 0;
 		if (!stop_requested)
 			pf_log_info(NULL, "listening on %s; sending to %d destination(s) with up to %d call(s) in flight",
 						LISTEN_CHANNEL, r.n_destinations, r.max_in_flight);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "payflow/clock.h"
 #include "payflow/buf.h"
 
 #define BATCH_MAX 10
@@ -230,13 +231,7 @@ submit(worker *w, batch_kind kind, request *req)
 			continue;
 		}
 		q->leader = true;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += BATCH_WINDOW_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L)
-		{
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		pf_deadline_in(&until, CLOCK_REALTIME, BATCH_WINDOW_MS);
 		while (q->n < BATCH_MAX && q->n < busy &&
 			   pthread_cond_timedwait(&batch_changed, &batch_lock, &until) != ETIMEDOUT)
 			;

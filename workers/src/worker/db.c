@@ -1,6 +1,6 @@
 /*
  * db.c
- *		A small pool of PostgreSQL connections for the executors, and the
+ *		The executors' share of PostgreSQL connections (pg_pool.h), and the
  *		other step functions of payflow's SQL API as C calls.
  *
  * Executors spend their time in external calls, not in PostgreSQL, so they
@@ -23,23 +23,14 @@
 #include <time.h>
 
 #include "payflow/buf.h"
+#include "payflow/pg_pool.h"
 
 #define STATEMENT_TIMEOUT_MS 30000
 
-struct db_pool
-{
-	pthread_mutex_t lock;
-	pthread_cond_t freed;
-	int			size;
-	int			n_idle;
-	pf_pg	  **idle;
-	pf_pg	  **all;
-};
-
+/* The executors' connections: pg_pool.h, with the worker's options. */
 db_pool *
 db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop)
 {
-	db_pool    *pool = pf_calloc(1, sizeof(*pool));
 	pf_pg_options opt = {0};
 
 	opt.application_name = "payflow-worker";
@@ -47,64 +38,27 @@ db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop
 	opt.statement_timeout_ms = STATEMENT_TIMEOUT_MS;
 	opt.max_attempts = 4;
 	opt.stop = stop;
-	pthread_mutex_init(&pool->lock, NULL);
-	pthread_cond_init(&pool->freed, NULL);
-	pool->size = size;
-	pool->idle = pf_calloc((size_t) size, sizeof(pf_pg *));
-	pool->all = pf_calloc((size_t) size, sizeof(pf_pg *));
-	/* connections open on first use and reopen by themselves (pg.c) */
-	for (int i = 0; i < size; i++)
-		pool->all[i] = pool->idle[pool->n_idle++] = pf_pg_create(conninfo, &opt);
-	return pool;
+	return pf_pg_pool_create(conninfo, size, &opt);
 }
 
 void
 db_pool_destroy(db_pool *pool)
 {
-	if (pool == NULL)
-		return;
-	for (int i = 0; i < pool->size; i++)
-		pf_pg_destroy(pool->all[i]);
-	free(pool->idle);
-	free(pool->all);
-	pthread_cond_destroy(&pool->freed);
-	pthread_mutex_destroy(&pool->lock);
-	free(pool);
+	pf_pg_pool_destroy(pool, NULL);
 }
 
 pf_pg *
 db_acquire(db_pool *pool, int timeout_ms)
 {
-	struct timespec until;
-	pf_pg	   *pg = NULL;
+	pf_pg_slot *slot = pf_pg_pool_acquire(pool, timeout_ms);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long) (timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L)
-	{
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&pool->lock);
-	while (pool->n_idle == 0)
-		if (pthread_cond_timedwait(&pool->freed, &pool->lock, &until) == ETIMEDOUT)
-			break;
-	if (pool->n_idle > 0)
-		pg = pool->idle[--pool->n_idle];
-	pthread_mutex_unlock(&pool->lock);
-	return pg;
+	return slot ? slot->pg : NULL;
 }
 
 void
 db_release(db_pool *pool, pf_pg *pg)
 {
-	if (pg == NULL)
-		return;
-	pthread_mutex_lock(&pool->lock);
-	pool->idle[pool->n_idle++] = pg;
-	pthread_cond_signal(&pool->freed);
-	pthread_mutex_unlock(&pool->lock);
+	pf_pg_pool_release_pg(pool, pg);
 }
 
 /* Run a statement returning one jsonb value; *out is the parsed value. */

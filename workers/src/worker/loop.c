@@ -28,12 +28,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
 #include "protection.h"
+#include "payflow/stop_signals.h"
 
 /* A call may overrun its own time-out by this much before the watchdog cancels it. */
 #define WATCHDOG_GRACE_MS 5000
@@ -48,6 +48,13 @@
 #define MAX_SLEEP_MS 1000
 
 /* ---- start and stop ---- */
+
+int
+worker_exit_margin_seconds(void)
+{
+	/* cancelled calls get ABANDON_GRACE_MS, deletes and visibility changes in flight FLUSH_WAIT_MS */
+	return (ABANDON_GRACE_MS + FLUSH_WAIT_MS + 999) / 1000;
+}
 
 static int
 default_db_connections(int concurrency)
@@ -479,20 +486,17 @@ begin_drain(worker *w, int signo)
 static void
 handle_signals(worker *w)
 {
-	struct signalfd_siginfo si;
+	int			signo;
 
-	while (read(w->signal_fd, &si, sizeof(si)) == (ssize_t) sizeof(si))
+	while ((signo = pf_stop_signals_take(w->signal_fd)) != 0)
 	{
-		if (si.ssi_signo != SIGTERM && si.ssi_signo != SIGINT)
-			continue;
 		if (!w->draining)
-			begin_drain(w, (int) si.ssi_signo);
+			begin_drain(w, signo);
 		else
 		{
 			/* the operator insists: leases expire and messages come back by themselves */
-			pf_log_warn(NULL, "second %s: exiting at once with %d step(s) in flight",
-						strsignal((int) si.ssi_signo), w->n_held);
-			_exit(128 + (int) si.ssi_signo);
+			pf_log_warn(NULL, "second %s: exiting at once with %d step(s) in flight", strsignal(signo), w->n_held);
+			_exit(128 + signo);
 		}
 	}
 }

@@ -13,10 +13,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "worker.h"
+
+#include "payflow/stop_signals.h"
 
 static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, &webhook_role,
 &http_step_role, &sql_step_role, NULL};
@@ -134,7 +135,6 @@ main(int argc, char **argv)
 	bool		check_only = false;
 	bool		print_settings = false;
 	const role_ops *role = parse_args(argc, argv, &check_only, &print_settings);
-	sigset_t	stop_signals;
 	int			signal_fd;
 	worker	   *w;
 	char		why[512] = "";
@@ -147,23 +147,17 @@ main(int argc, char **argv)
 		return 0;
 	if (print_settings)
 	{
-		pf_config_print_settings(stdout, "payflow-worker", role->name, PF_PROGRAM_WORKER | role->program);
+		/* the exit margin: what a deployment must allow beyond PAYFLOW_DRAIN_SECONDS (deploy/check) */
+		pf_config_print_settings_with(stdout, "payflow-worker", role->name, PF_PROGRAM_WORKER | role->program,
+									  json_pack("{s:i}", "exitMarginSeconds", worker_exit_margin_seconds()));
 		return 0;
 	}
 
 	/* ODBC drivers convert SQL_C_CHAR data by the locale: make that UTF-8 */
 	if (setlocale(LC_CTYPE, "C.UTF-8") == NULL)
 		setlocale(LC_CTYPE, "");
-	signal(SIGPIPE, SIG_IGN);
-	/*
-	 * Blocked in every thread (threads inherit the mask) and read from a
-	 * signalfd by the main loop: no handler runs in an arbitrary thread.
-	 */
-	sigemptyset(&stop_signals);
-	sigaddset(&stop_signals, SIGTERM);
-	sigaddset(&stop_signals, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-	signal_fd = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+	/* before any thread starts (stop_signals.h): the main loop reads them */
+	signal_fd = pf_stop_signals_block();
 	if (signal_fd < 0)
 	{
 		perror("payflow-worker: signalfd");

@@ -231,8 +231,7 @@ protection_main(void *arg)
 		}
 		if (stopping)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += PROTECTION_TICK_MS / 1000;
+		pf_deadline_in(&until, CLOCK_MONOTONIC, PROTECTION_TICK_MS);
 		if (!p->stopping)
 			pthread_cond_timedwait(&p->changed, &p->lock, &until);
 	}

@@ -62,7 +62,7 @@
 typedef struct worker worker;
 typedef struct job job;
 typedef struct executor executor;
-typedef struct db_pool db_pool;
+typedef struct pf_pg_pool db_pool;	/* pg_pool.h */
 
 /* ---- transport: where messages come from (SQS now) ---- */
 
@@ -386,6 +386,9 @@ void		executors_stop(worker *w, bool wait);
 void		executor_enqueue(worker *w, job *j);
 /* Take back jobs no executor has started (drain); returns the list. */
 job		   *executor_take_queued(worker *w);
+
+/* How long an exit may take after PAYFLOW_DRAIN_SECONDS ran out (loop.c). */
+int			worker_exit_margin_seconds(void);
 
 /*
  * pipeline_check.c: 0 matches (or not checkable now, logged), 2 mismatch or

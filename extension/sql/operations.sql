@@ -1,0 +1,363 @@
+-- payflow: operations and the application's API.
+--
+-- Status changes (each with its history row), failing an operation, the
+-- one statement that creates an operation, and what the application calls:
+-- submit, submit_ref, status, history, cancel and changes.
+
+-- Changes an operation's status and appends the history row; the trigger
+-- operations_transition checks the move.  The caller holds the operation's
+-- row lock.
+CREATE FUNCTION payflow._set_status(p_operation_id text, p_from text, p_to text,
+									p_reason text, p_actor text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	UPDATE payflow.operations
+	   SET status = p_to,
+		   updated_at = now(),
+		   terminal_at = CASE WHEN payflow._is_terminal(p_to) THEN now() END
+	 WHERE id = p_operation_id;
+	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+	VALUES (p_operation_id, p_from, p_to, left(p_reason, 500), p_actor);
+	PERFORM payflow._status_changed();
+END
+$$;
+
+-- Fails an operation at a step: step FAILED, operation FAILED, a dead
+-- letter, and its version's failed event (OperationFailed).  Caller holds
+-- both row locks.
+CREATE FUNCTION payflow._fail_operation(o payflow.operations, s payflow.steps,
+										p_error jsonb, p_actor text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_summary jsonb := payflow._mask_card_numbers(jsonb_strip_nulls(jsonb_build_object(
+		'step', s.step_name,
+		'code', p_error -> 'code',
+		'message', p_error -> 'message')));
+BEGIN
+	UPDATE payflow.steps
+	   SET status = 'FAILED', last_error = p_error, finished_at = now(),
+		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+	 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+	PERFORM payflow._set_status(o.id, o.status, 'FAILED',
+								coalesce(v_summary ->> 'message', v_summary ->> 'code', 'failed'), p_actor);
+	UPDATE payflow.operations SET error = v_summary WHERE id = o.id;
+	INSERT INTO payflow.dead_letters (source, operation_id, step_name, error, attempts)
+	VALUES ('step', o.id, s.step_name, payflow._mask_card_numbers(p_error), s.attempt);
+	PERFORM payflow._emit(o.id, o.payment_id, o.correlation_id,
+						  (SELECT p.failed_event FROM payflow.pipelines p WHERE p.version = o.pipeline_version),
+						  'operation-events', s.attempt,
+						  jsonb_build_object('status', 'FAILED', 'failedStep', s.step_name, 'error', v_summary));
+END
+$$;
+
+-- Creates an operation, or returns the one its idempotency key already
+-- names.  Concurrent calls with one key serialise on the unique index: the
+-- second waits for the first to commit, then finds its row.  One statement
+-- writes all five rows: submit is the hottest path and every statement
+-- costs an executor start-up.  The operation starts on the newest pipeline
+-- version, in its first step's ready status, with that step's request.
+CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
+										  p_correlation_id text, p_request_hash bytea,
+										  p_request_ref jsonb, p_content bytea)
+	RETURNS text
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_id text := payflow._new_operation_id();
+	v_event_id uuid := gen_random_uuid();
+	v_ref jsonb := coalesce(p_request_ref,
+							jsonb_build_object('store', 'pg',
+											   'key', payflow._payload_key(v_id, 'request.json'),
+											   'checksum', payflow._checksum(p_content),
+											   'size', octet_length(p_content)));
+	v_tenant text := payflow._current_tenant();
+	v_created text;
+	v_existing payflow.operations;
+BEGIN
+	WITH f AS MATERIALIZED (
+		SELECT d.* FROM payflow.step_definitions d
+		 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
+	), op AS (
+		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
+										correlation_id, request_ref, status, current_step, pipeline_version)
+		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
+			   f.ready_status, f.step_name, f.pipeline_version
+		  FROM f
+		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
+		RETURNING id, status, current_step
+	), payload AS (
+		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
+		  FROM op WHERE p_content IS NOT NULL
+	), step AS (
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		SELECT op.id, op.current_step, v_ref, now() FROM op
+	), history AS (
+		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
+	), event AS (
+		SELECT payflow._outbox_write(v_event_id, op.id, p_payment_id, p_correlation_id, f.request_event,
+									 f.destination,
+									 payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
+														 f.request_event, 1, jsonb_build_object(f.input_field, v_ref)))
+		  FROM op, f
+	)
+	-- event is read here, so it runs
+	SELECT op.id INTO v_created FROM op LEFT JOIN event ON true;
+
+	IF v_created IS NULL THEN
+		SELECT * INTO v_existing FROM payflow.operations
+		 WHERE tenant = v_tenant AND idempotency_key = p_idempotency_key;
+		IF v_existing.request_hash <> p_request_hash THEN
+			RAISE EXCEPTION 'idempotency key "%" was already used with other details', p_idempotency_key
+				USING ERRCODE = 'PF002',
+					  DETAIL = format('Operation %s was created with this key.', v_existing.id),
+					  HINT = 'Use a new idempotency key for a new payment request.';
+		END IF;
+		RETURN v_existing.id;
+	END IF;
+	RETURN v_id;
+END
+$$;
+
+-- Identifiers that end up in hashes, message attributes and logs may not
+-- hold control characters: the request hash of submit_ref joins fields with
+-- newlines, and SQS refuses control characters in attribute values.
+CREATE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value ~ '[[:cntrl:]]' THEN
+		RAISE EXCEPTION '% must not contain control characters', arg_name
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- Validates the arguments submit and submit_ref share.
+CREATE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('payment_id', payment_id, 255);
+	PERFORM payflow._require_printable('payment_id', payment_id);
+	IF idempotency_key IS NOT NULL THEN
+		PERFORM payflow._require_text('idempotency_key', idempotency_key, 255);
+		PERFORM payflow._require_printable('idempotency_key', idempotency_key);
+	END IF;
+	IF correlation_id IS NOT NULL THEN
+		PERFORM payflow._require_text('correlation_id', correlation_id, 255);
+		PERFORM payflow._require_printable('correlation_id', correlation_id);
+	END IF;
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Public API: the application (payflow_app)
+---------------------------------------------------------------------------
+
+-- Creates an operation for a payment request and returns its id at once.
+CREATE FUNCTION payflow.submit(payment_id text, details jsonb,
+							   idempotency_key text DEFAULT NULL,
+							   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_content bytea;
+BEGIN
+	-- The checks as one expression (no statement to run); only bad input
+	-- takes the helpers, which raise the precise error.
+	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]]'
+	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]]'
+	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]]'
+	   OR details IS NULL OR jsonb_typeof(details) <> 'object' THEN
+		PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+		PERFORM payflow._require_object('details', details);
+	END IF;
+	v_content := convert_to(details::text, 'UTF8');
+	IF octet_length(v_content) > payflow._setting('payload_max_bytes')::bigint THEN
+		PERFORM payflow._require_size('details', octet_length(v_content));
+	END IF;
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content),
+		NULL, v_content);
+END
+$$;
+
+-- Same as submit, for a request whose payload is already stored (S3, or a
+-- "pg" payload written earlier); only its reference is kept.
+CREATE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
+								   idempotency_key text DEFAULT NULL,
+								   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_stored payflow.payloads;
+BEGIN
+	PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+	PERFORM payflow._require_text('store', store, 16);
+	PERFORM payflow._require_text('key', key, 1024);
+	PERFORM payflow._require_printable('key', key);
+	PERFORM payflow._require_text('checksum', checksum, 71);
+	IF store NOT IN ('pg', 's3') THEN
+		RAISE EXCEPTION 'unknown payload store "%"', store
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	END IF;
+	IF checksum !~ '^sha256:[0-9a-f]{64}$' THEN
+		RAISE EXCEPTION 'invalid checksum "%"', checksum
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A checksum is "sha256:" followed by 64 lower-case hex digits.';
+	END IF;
+	IF size IS NULL OR size < 0 THEN
+		RAISE EXCEPTION 'size must be a non-negative number of bytes'
+			USING ERRCODE = CASE WHEN size IS NULL THEN 'null_value_not_allowed'
+								 ELSE 'invalid_parameter_value' END;
+	END IF;
+	IF store = 'pg' THEN
+		-- Only a payload of an operation the caller may see (its tenant's):
+		-- another tenant's key answers exactly like an unknown one, so keys
+		-- cannot be probed, checksums not guessed, and no tenant's request
+		-- charged for another.
+		SELECT p.* INTO v_stored
+		  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+		 WHERE p.key = submit_ref.key AND payflow._visible(o.tenant);
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';
+		ELSIF v_stored.checksum <> checksum OR v_stored.size <> size THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8')),
+		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
+		NULL);
+END
+$$;
+
+-- The status document of an operation of the current tenant (another
+-- tenant's operation is reported like an unknown one: PF003; see _visible).
+CREATE FUNCTION payflow.status(operation_id text) RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_doc jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	SELECT jsonb_build_object(
+			   'operationId', o.id,
+			   'paymentId', o.payment_id,
+			   'status', o.status,
+			   'currentStep', o.current_step,
+			   'attempts', coalesce(s.attempt, 0),
+			   'nextAttemptAt', payflow._iso(s.next_attempt_at),
+			   'error', coalesce(o.error, CASE WHEN s.status = 'RETRY_WAIT' THEN s.last_error END),
+			   'result', o.result,
+			   'correlationId', o.correlation_id,
+			   'terminal', payflow._is_terminal(o.status),
+			   'createdAt', payflow._iso(o.created_at),
+			   'updatedAt', payflow._iso(o.updated_at),
+			   'completedAt', payflow._iso(o.terminal_at))
+	  INTO v_doc
+	  FROM payflow.operations o
+	  LEFT JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
+	 WHERE o.id = status.operation_id AND payflow._visible(o.tenant);
+	IF v_doc IS NULL THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN v_doc;
+END
+$$;
+
+-- The status transitions of an operation of the current tenant, oldest first.
+CREATE FUNCTION payflow.history(operation_id text)
+	RETURNS TABLE (at timestamptz, from_status text, to_status text, reason text, actor text)
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	IF NOT EXISTS (SELECT FROM payflow.operations o
+				    WHERE o.id = history.operation_id AND payflow._visible(o.tenant)) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN QUERY
+		SELECT h.at, h.from_status, h.to_status, h.reason, h.actor
+		  FROM payflow.operation_history h
+		 WHERE h.operation_id = history.operation_id
+		 ORDER BY h.id;
+END
+$$;
+
+-- Cancels a PENDING operation of the current tenant.  False if it was already cancelled; PF006
+-- if it ended otherwise; PF001 once a worker has started it.
+CREATE FUNCTION payflow.cancel(operation_id text, reason text DEFAULT NULL) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	o payflow.operations;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	IF reason IS NOT NULL THEN
+		PERFORM payflow._require_text('reason', reason, 500);
+	END IF;
+	o := payflow._lock_operation(operation_id);
+	IF NOT payflow._visible(o.tenant) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	IF o.status = 'CANCELLED' THEN
+		RETURN false;
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
+	END IF;
+	PERFORM payflow._set_status(o.id, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
+	UPDATE payflow.operations
+	   SET error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason))
+	 WHERE id = o.id;
+	UPDATE payflow.steps
+	   SET status = 'CANCELLED', pending_since = NULL, next_attempt_at = NULL, finished_at = now()
+	 WHERE steps.operation_id = o.id AND status IN ('PENDING', 'RETRY_WAIT');
+	RETURN true;
+END
+$$;
+
+-- The status changes of the given operations of the current tenant after
+-- history id after_id, for event streams (the HTTP edge's SSE).  Ids grow
+-- in commit order within one operation (its row lock serialises them), not
+-- across operations: callers keep a last-seen id per operation.
+CREATE FUNCTION payflow.changes(operation_ids text[], after_id bigint DEFAULT 0)
+	RETURNS TABLE (operation_id text, id bigint, at timestamptz, from_status text,
+				   to_status text, reason text, terminal boolean)
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	IF operation_ids IS NULL THEN
+		RAISE EXCEPTION 'operation_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF cardinality(operation_ids) > 10000 THEN
+		RAISE EXCEPTION 'at most 10000 operation ids per call'
+			USING ERRCODE = 'program_limit_exceeded';
+	END IF;
+	RETURN QUERY
+		SELECT h.operation_id, h.id, h.at, h.from_status, h.to_status, h.reason,
+			   payflow._is_terminal(h.to_status)
+		  FROM payflow.operations o
+		  JOIN payflow.operation_history h ON h.operation_id = o.id
+		 WHERE o.id = ANY (changes.operation_ids)
+		   AND payflow._visible(o.tenant)
+		   AND h.id > coalesce(changes.after_id, 0)
+		 ORDER BY h.operation_id, h.id;
+END
+$$;

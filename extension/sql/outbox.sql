@@ -1,0 +1,245 @@
+-- payflow: the transactional outbox.
+--
+-- Events are built (_event_body, attributes, message groups) and written
+-- by one writer (_outbox_write) in the transaction that changes the
+-- operation; relays claim, ack and nack them (outbox_claim, outbox_ack,
+-- outbox_nack), with acks accepted only from the relay holding the claim.
+
+-- The message body of an event (DESIGN §2): envelope fields, then the
+-- event's own fields (extra).  SQL functions without SET are inlined.
+CREATE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id text, p_payment_id text,
+									p_correlation_id text, p_event_type text, p_attempt integer,
+									p_extra jsonb)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT jsonb_build_object('eventType', p_event_type,
+							  'eventVersion', 1,
+							  'eventId', p_event_id,
+							  'operationId', p_operation_id,
+							  'paymentId', p_payment_id,
+							  'attempt', p_attempt,
+							  'correlationId', p_correlation_id,
+							  'createdAt', payflow._iso(now())) || p_extra
+$$;
+
+-- SQS message attributes of an event (no NULLs: SQS rejects empty values).
+CREATE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
+	RETURNS jsonb
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	SELECT jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
+												'operationId', p_operation_id,
+												'correlationId', p_correlation_id))
+$$;
+
+-- The message group of a payment's events: the payment id itself when SQS
+-- FIFO accepts it as a MessageGroupId (at most 128 characters of letters,
+-- digits and ASCII punctuation), else "sha256:" and its hash, which keeps
+-- one group per payment.
+CREATE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT CASE WHEN length(payment_id) <= 128 AND payment_id ~ '^[!-~]+$' THEN payment_id
+				ELSE 'sha256:' || encode(sha256(convert_to(payment_id, 'UTF8')), 'hex') END
+$$;
+
+-- The one writer of the outbox: every event payflow publishes is written
+-- here, and returns its outbox id.  The message group is the payment's
+-- (p_group_key: the payment id).  A terminal event (operation-events) is
+-- also recorded with its body's sha256 in operation_events, once per event
+-- id (the body's eventId: a replay sends the recorded event again), which
+-- is how the webhook worker knows payflow published it.  The relays are
+-- woken at commit.
+CREATE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
+									  p_correlation_id text, p_event_type text, p_destination text,
+									  p_body jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination,
+								message_group_id, body, attributes)
+	VALUES (p_event_id, p_operation_id, p_event_type, p_destination, payflow._message_group_id(p_group_key),
+			p_body, payflow._event_attributes(p_operation_id, p_correlation_id, p_event_type));
+	IF p_destination = 'operation-events' THEN
+		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
+		VALUES ((p_body ->> 'eventId')::uuid, p_operation_id, sha256(convert_to(p_body::text, 'UTF8')))
+		ON CONFLICT (event_id) DO NOTHING;
+	END IF;
+	PERFORM payflow._outbox_written();
+	RETURN p_event_id;
+END
+$$;
+
+-- Builds a new event and writes it (_outbox_write); returns its id.
+CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
+							  p_event_type text, p_destination text, p_attempt integer,
+							  p_extra jsonb)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_event_id uuid := gen_random_uuid();
+BEGIN
+	RETURN payflow._outbox_write(v_event_id, p_operation_id, p_payment_id, p_correlation_id, p_event_type,
+								 p_destination,
+								 payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
+													 p_event_type, p_attempt, p_extra));
+END
+$$;
+
+-- Emits the event that asks a worker to run a step (first run, retry,
+-- re-drive or replay).
+CREATE FUNCTION payflow._emit_step_request(o payflow.operations, s payflow.steps)
+	RETURNS uuid
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	d payflow.step_definitions := payflow._step_of(o.pipeline_version, s.step_name);
+BEGIN
+	RETURN payflow._emit(o.id, o.payment_id, o.correlation_id, d.request_event, d.destination,
+						 s.attempt + 1, jsonb_build_object(d.input_field, s.input_ref));
+END
+$$;
+
+-- Claims up to max_events outbox rows for a relay, oldest first, at most
+-- one per message group: a later event of a group is never handed out
+-- while an earlier one is unacked, so per-payment order holds even with
+-- several relays.  A claim is a lease: rows of a relay that died come
+-- back after lease_seconds.
+--
+-- The plan is pinned to index probes whatever the statistics say: after the
+-- outbox drained and autovacuum truncated it, a plan made for an empty
+-- table (sequential scans, an anti join) is quadratic in the backlog that
+-- follows, and the relay's session keeps it until the next ANALYZE.  The
+-- group-head check is a correlated subquery, which no plan can turn into a
+-- join: for each candidate, one probe of outbox_group_idx.
+CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
+	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
+				   body text, attributes jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	SET enable_seqscan = off
+	-- a disabled node costs 1e10, which would JIT-compile every call (200 ms)
+	SET jit = off
+	SET enable_bitmapscan = off
+	AS $$
+BEGIN
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	-- Capped: one relay login must not be able to lease the whole outbox
+	-- for a day.
+	IF max_events IS NULL OR max_events < 1 OR max_events > 1000 THEN
+		RAISE EXCEPTION 'max_events must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
+	ELSIF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 600 THEN
+		RAISE EXCEPTION 'lease_seconds must be between 1 and 600' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN QUERY
+		WITH candidates AS (
+			SELECT c.ctid
+			  FROM payflow.outbox c
+			 WHERE c.available_at <= now()
+			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
+			   AND c.seq = (SELECT e.seq FROM payflow.outbox e
+							 WHERE e.message_group_id = c.message_group_id
+							 ORDER BY e.message_group_id, e.seq LIMIT 1)
+			 ORDER BY c.seq
+			 LIMIT max_events
+			   FOR UPDATE SKIP LOCKED
+		)
+		UPDATE payflow.outbox u
+		   SET claimed_by = relay_id,
+			   claim_expires_at = now() + make_interval(secs => lease_seconds),
+			   attempts = u.attempts + 1
+		  FROM candidates
+		 WHERE u.ctid = candidates.ctid
+		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
+				  u.body::text, u.attributes;
+END
+$$;
+
+-- Acknowledges published events: removes them from the outbox and logs
+-- their message ids.  Only the relay holding an event's claim may: another
+-- login could otherwise ack events that were never sent.  Returns how many
+-- were acked (an event another relay claimed since is left to that one).
+CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL, relay_id text DEFAULT NULL)
+	RETURNS integer
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_count integer;
+BEGIN
+	IF event_ids IS NULL THEN
+		RAISE EXCEPTION 'event_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	IF message_ids IS NOT NULL AND cardinality(message_ids) <> cardinality(event_ids) THEN
+		RAISE EXCEPTION 'message_ids must have one entry per event id'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Got %s event ids and %s message ids.',
+								  cardinality(event_ids), cardinality(message_ids));
+	END IF;
+	WITH acked AS (
+		DELETE FROM payflow.outbox o
+		 WHERE o.event_id = ANY (event_ids) AND o.claimed_by = outbox_ack.relay_id
+		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
+	), ids AS (
+		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
+		  FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
+		 ORDER BY m.event_id
+	)
+	INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, message_id)
+	SELECT a.event_id, a.operation_id, a.event_type, a.destination, i.message_id
+	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id;
+	GET DIAGNOSTICS v_count = ROW_COUNT;
+	RETURN v_count;
+END
+$$;
+
+-- Returns an event that failed to publish to the outbox, available again
+-- after a backoff (1 s doubling to 5 min).  Events are never dropped: a
+-- destination that keeps failing shows in metrics() as outbox age.
+CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text, relay_id text DEFAULT NULL) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	IF event_id IS NULL THEN
+		RAISE EXCEPTION 'event_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_text('relay_id', relay_id, 200);
+	UPDATE payflow.outbox o
+	   SET claimed_by = NULL, claim_expires_at = NULL,
+		   available_at = now() + payflow.backoff_delay(least(greatest(o.attempts - 1, 0), 30),
+														'1 second', '5 minutes', 0.2),
+		   last_error = left(error, 2000)
+	 WHERE o.event_id = outbox_nack.event_id AND o.claimed_by = outbox_nack.relay_id;
+	RETURN FOUND;
+END
+$$;
+
+-- PF008 unless payflow published this event of this operation to
+-- operation-events with this body (compared as JSON, so formatting does
+-- not matter).
+CREATE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	v_body jsonb;
+BEGIN
+	BEGIN
+		v_body := p_body::jsonb;
+	EXCEPTION WHEN invalid_text_representation THEN
+		v_body := NULL;
+	END;
+	IF v_body IS NULL OR NOT EXISTS (
+			SELECT FROM payflow.operation_events e
+			 WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id
+			   AND e.body_sha256 = sha256(convert_to(v_body::text, 'UTF8'))) THEN
+		RAISE EXCEPTION 'event % of operation % was not published by payflow', p_event_id, p_operation_id
+			USING ERRCODE = 'PF008',
+				  DETAIL = 'No event with this id, operation and body went to operation-events.';
+	END IF;
+END
+$$;

@@ -1,0 +1,132 @@
+-- payflow: payloads (the claim check).
+--
+-- The key rule (payments/<operation id>/<name>), the write-once "pg" store,
+-- and payload_get/payload_put for workers.  Messages carry a reference and
+-- a sha256 checksum, never the payload itself.
+
+-- The one rule for a payload's key, in the "pg" store and in S3 alike (the
+-- workers' payload_key.c writes the same): payments/<operation id>/<name>.
+-- Every key of an operation lies in [_payload_key(id, ''),
+-- _payload_keys_end(id)), so purge and the admin views find an operation's
+-- payloads by a range of the primary key ("0" follows "/" in "C" order).
+CREATE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '/' || p_name
+$$;
+
+CREATE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '0'
+$$;
+
+-- Writes a payload of the "pg" store and returns its reference.  A key is
+-- written once: the same content again is a no-op, other content an error,
+-- so a reference already sent in an event can never change under a reader.
+CREATE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_content bytea)
+	RETURNS jsonb
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_key text := payflow._payload_key(p_operation_id, p_name);
+	v_checksum text := payflow._checksum(p_content);
+	v_existing text;
+BEGIN
+	PERFORM payflow._require_size('payload', octet_length(p_content));
+	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
+	ON CONFLICT (key) DO NOTHING;
+	IF NOT FOUND THEN
+		SELECT checksum INTO v_existing FROM payflow.payloads WHERE key = v_key;
+		IF v_existing <> v_checksum THEN
+			RAISE EXCEPTION 'payload "%" already exists with other content', v_key
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'Payload keys are written once; a reference may already be in flight.';
+		END IF;
+	END IF;
+	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', v_checksum,
+							  'size', octet_length(p_content));
+END
+$$;
+
+-- Reads a payload of the "pg" store, verifying its checksum (PF005).
+CREATE FUNCTION payflow.payload_get(ref jsonb) RETURNS bytea
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	p payflow.payloads;
+BEGIN
+	PERFORM payflow._require_object('ref', ref);
+	IF ref ->> 'store' IS DISTINCT FROM 'pg' THEN
+		RAISE EXCEPTION 'payload reference is not of the "pg" store'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Its store is %s.', coalesce(ref ->> 'store', 'missing'));
+	END IF;
+	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
+	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 71);
+	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
+			USING ERRCODE = 'no_data_found',
+				  DETAIL = 'It may have been purged after its operation ended.';
+	END IF;
+	IF payflow._checksum(p.content) <> ref ->> 'checksum' THEN
+		RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
+	END IF;
+	RETURN p.content;
+END
+$$;
+
+-- Writes a payload of the "pg" store for a step's result; returns its ref
+-- (for complete_step's result_ref).  Only the worker holding the lease of
+-- the running step may, and only under the step's result name: anyone else
+-- could take the key first, and the step's completion would then fail
+-- after the payment was made.
+CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
+									step text DEFAULT NULL, worker_id text DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('name', name, 100);
+	IF name !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' THEN
+		RAISE EXCEPTION 'invalid payload name "%"', name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Names use letters, digits, ".", "_" and "-".';
+	END IF;
+	IF content IS NULL THEN
+		RAISE EXCEPTION 'content must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT * INTO o FROM payflow.operations t WHERE t.id = payload_put.operation_id;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	IF step IS NULL OR worker_id IS NULL THEN
+		RAISE EXCEPTION 'only the lease holder of a running step may write a payload'
+			USING ERRCODE = 'PF004', HINT = 'Pass the step and the worker_id that claimed it.';
+	END IF;
+	d := payflow._step_definition(step);
+	d := payflow._require_step_of(o, d.step_name);
+	PERFORM payflow._require_worker(worker_id, 1);
+	SELECT * INTO s FROM payflow.steps t
+	 WHERE t.operation_id = payload_put.operation_id AND t.step_name = d.step_name;
+	IF s.status IS DISTINCT FROM 'RUNNING' OR s.lease_owner IS DISTINCT FROM worker_id THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, d.step_name
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
+	ELSIF name IS DISTINCT FROM d.result_name THEN
+		RAISE EXCEPTION 'step % writes only its result payload', d.step_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = CASE WHEN d.result_name IS NULL THEN format('Step %s has no result payload.', d.step_name)
+								ELSE format('Its name is %s.', d.result_name) END;
+	END IF;
+	RETURN payflow._payload_write(operation_id, name, content);
+END
+$$;

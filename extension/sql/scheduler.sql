@@ -1,0 +1,350 @@
+-- payflow: periodic work and the admin's operations on operations.
+--
+-- replay of a FAILED operation, run_scheduler (expired leases, due
+-- retries, lost messages), purge (TTL), and their pg_cron schedules.
+
+---------------------------------------------------------------------------
+-- Public API: operations (payflow_admin)
+---------------------------------------------------------------------------
+
+-- Re-runs a FAILED operation from the step that failed, with a fresh
+-- attempt budget and the same idempotency key.  False if not FAILED.
+CREATE FUNCTION payflow.replay(operation_id text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	o payflow.operations;
+	s payflow.steps;
+	d payflow.step_definitions;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	o := payflow._lock_operation(operation_id);
+	IF o.status <> 'FAILED' THEN
+		RETURN false;
+	END IF;
+	SELECT * INTO s FROM payflow.steps
+	 WHERE steps.operation_id = o.id AND status = 'FAILED' FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'operation "%" has no failed step to replay', o.id
+			USING ERRCODE = 'PF001';
+	END IF;
+	d := payflow._step_of(o.pipeline_version, s.step_name);
+
+	-- the one FAILED -> ready move operations_transition lets through
+	PERFORM payflow._allow_replay(o.id);
+	PERFORM payflow._set_status(o.id, 'FAILED', d.ready_status, 'replay', session_user);
+	UPDATE payflow.operations
+	   SET error = NULL, current_step = s.step_name, payloads_purged_at = NULL
+	 WHERE id = o.id
+	RETURNING * INTO o;
+	UPDATE payflow.steps
+	   SET status = 'PENDING', attempt = 0, pending_since = now(), finished_at = NULL,
+		   next_attempt_at = NULL, lease_expires_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = s.step_name
+	RETURNING * INTO s;
+	UPDATE payflow.dead_letters SET replayed_at = now()
+	 WHERE dead_letters.operation_id = o.id AND replayed_at IS NULL;
+	PERFORM payflow._emit_step_request(o, s);
+	RETURN true;
+END
+$$;
+
+-- Periodic work, run by the background worker (or pg_cron):
+-- 1. expired leases: the step is retried (attempt + 1 at the next claim),
+--    or the operation fails once max_attempts runs all died;
+-- 2. due retries: the step's request event is emitted again;
+-- 3. stuck steps, PENDING for payflow.stuck_after with no event of their
+--    payment waiting in the outbox: the request event is emitted again.
+--    This recovers operations whose message a queue lost.
+-- Each part handles at most max_rows rows; rows locked by a worker are
+-- skipped and seen next time.
+CREATE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	o payflow.operations;
+	s payflow.steps;
+	d payflow.step_definitions;
+	v_max integer;
+	v_stuck_after interval := payflow._seconds('stuck_after');
+	v_expired integer := 0;
+	v_failed integer := 0;
+	v_due integer := 0;
+	v_stuck integer := 0;
+BEGIN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RUNNING' AND lease_expires_at < now()
+			  ORDER BY claimed_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RUNNING' OR s.lease_expires_at >= now();
+		d := payflow._step_of(o.pipeline_version, s.step_name);
+		v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+		IF s.attempt >= v_max THEN
+			PERFORM payflow._fail_operation(o, s,
+				jsonb_build_object('code', 'lease_expired',
+								   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+				'payflow scheduler');
+			v_failed := v_failed + 1;
+		ELSE
+			-- lease_owner stays: the late worker may still report its outcome
+			-- until another worker claims the step.
+			UPDATE payflow.steps
+			   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
+				   last_error = jsonb_build_object('code', 'lease_expired',
+												   'message', format('lease of %s expired', s.lease_owner))
+			 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+			v_expired := v_expired + 1;
+		END IF;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'RETRY_WAIT' AND next_attempt_at <= now()
+			  ORDER BY next_attempt_at LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'RETRY_WAIT' OR s.next_attempt_at > now();
+		UPDATE payflow.steps
+		   SET status = 'PENDING', pending_since = now(), next_attempt_at = NULL
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		PERFORM payflow._emit_step_request(o, s);
+		v_due := v_due + 1;
+	END LOOP;
+
+	FOR r IN SELECT operation_id, step_name FROM payflow.steps
+			  WHERE status = 'PENDING' AND pending_since < now() - v_stuck_after
+			  ORDER BY pending_since LIMIT max_rows
+	LOOP
+		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		s := payflow._lock_step(r.operation_id, r.step_name);
+		CONTINUE WHEN s.status IS DISTINCT FROM 'PENDING' OR s.pending_since >= now() - v_stuck_after;
+		-- Re-armed either way, so the scan moves on to older rows next time.
+		UPDATE payflow.steps SET pending_since = now()
+		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+		-- An event of this payment still in the outbox will be delivered;
+		-- another copy would only be a duplicate.
+		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
+							   WHERE message_group_id = payflow._message_group_id(o.payment_id));
+		PERFORM payflow._emit_step_request(o, s);
+		v_stuck := v_stuck + 1;
+	END LOOP;
+
+	PERFORM payflow._wake_listeners();
+	RETURN jsonb_build_object('expiredLeases', v_expired,
+							  'failedAfterLeaseExpiry', v_failed,
+							  'retriesDue', v_due,
+							  'stuckRedriven', v_stuck);
+END
+$$;
+
+-- TTL clean-up in bounded batches (each kind at most max_rows rows per
+-- call; "more" says whether to call again):
+-- payloads of completed/cancelled operations after retention_payloads;
+-- operations (with steps, history, payloads, dead letters) after
+-- retention_completed, or retention_failed for FAILED ones; the published
+-- log; old consumed-event ids; and pg_cron's run details of payflow's jobs,
+-- which pg_cron never prunes itself.
+CREATE FUNCTION payflow.purge(max_rows integer DEFAULT 10000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_payloads integer;
+	v_operations integer;
+	v_published integer;
+	v_consumed integer;
+	v_dead integer;
+	v_webhooks integer;
+	v_cron integer := 0;
+BEGIN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL
+		   AND terminal_at < now() - payflow._seconds('retention_payloads')
+		   AND status IN ('COMPLETED', 'CANCELLED')
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), marked AS (
+		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
+	)
+	DELETE FROM payflow.payloads p USING ops
+	 WHERE p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id);
+	GET DIAGNOSTICS v_payloads = ROW_COUNT;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL
+		   AND terminal_at < now() - CASE WHEN status = 'FAILED'
+										  THEN payflow._seconds('retention_failed')
+										  ELSE payflow._seconds('retention_completed') END
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), del_steps AS (
+		DELETE FROM payflow.steps c USING ops WHERE c.operation_id = ops.id
+	), del_history AS (
+		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
+	), del_payloads AS (
+		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
+		DELETE FROM payflow.payloads c USING ops
+		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
+	), del_dead AS (
+		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+	), del_events AS (
+		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
+	)
+	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
+	GET DIAGNOSTICS v_operations = ROW_COUNT;
+
+	DELETE FROM payflow.outbox_published
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_published
+							  WHERE published_at < now() - payflow._seconds('retention_published')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_published = ROW_COUNT;
+
+	DELETE FROM payflow.consumed_events
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.consumed_events
+							  WHERE consumed_at < now() - payflow._seconds('retention_consumed')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_consumed = ROW_COUNT;
+
+	-- Message dead letters have no operation; keep them as long as failures.
+	DELETE FROM payflow.dead_letters
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.dead_letters
+							WHERE created_at < now() - payflow._seconds('retention_failed')
+							ORDER BY created_at LIMIT max_rows));
+	GET DIAGNOSTICS v_dead = ROW_COUNT;
+
+	-- Failed webhook deliveries: kept as long as failed operations, counted
+	-- from their last failure.
+	DELETE FROM payflow.webhook_failures
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.webhook_failures
+							WHERE updated_at < now() - payflow._seconds('retention_failed')
+							ORDER BY updated_at LIMIT max_rows));
+	GET DIAGNOSTICS v_webhooks = ROW_COUNT;
+
+	IF to_regclass('cron.job_run_details') IS NOT NULL THEN
+		EXECUTE $sql$
+			DELETE FROM cron.job_run_details
+			 WHERE runid = ANY (ARRAY(
+				SELECT d.runid FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+				 WHERE j.jobname LIKE 'payflow%' AND d.end_time < now() - $1
+				 LIMIT $2))
+		$sql$ USING payflow._seconds('retention_published'), max_rows;
+		GET DIAGNOSTICS v_cron = ROW_COUNT;
+	END IF;
+
+	RETURN jsonb_build_object('payloads', v_payloads,
+							  'operations', v_operations,
+							  'publishedEvents', v_published,
+							  'consumedEvents', v_consumed,
+							  'deadLetters', v_dead,
+							  'webhookFailures', v_webhooks,
+							  'cronRunDetails', v_cron,
+							  'more', greatest(v_payloads, v_operations, v_published,
+											   v_consumed, v_dead, v_webhooks, v_cron) >= max_rows);
+END
+$$;
+
+-- Registers (or replaces) a pg_cron job that runs in this database as the
+-- caller; 0A000 with a hint when pg_cron is missing.  pg_cron lives in one
+-- database (cron.database_name), so finding it here means this is that
+-- database and cron.schedule, which non-superusers may call, is enough.
+CREATE FUNCTION payflow._cron_schedule(job_name text, schedule text, command text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	v_job bigint;
+BEGIN
+	IF to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)') IS NULL THEN
+		RAISE EXCEPTION 'pg_cron is not installed'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
+						 'and run CREATE EXTENSION pg_cron in that database (pg_cron 1.4 or later).';
+	END IF;
+	EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO v_job USING job_name, schedule, command;
+	RETURN v_job;
+END
+$$;
+
+-- Registers purge with pg_cron (job "payflow-purge", replaced if present).
+-- SECURITY INVOKER: the job runs as the role that scheduled it, which must
+-- be allowed to use pg_cron and to call payflow.purge().
+CREATE FUNCTION payflow.schedule_purge(schedule text DEFAULT '*/5 * * * *') RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	IF schedule IS NULL OR schedule = '' THEN
+		RAISE EXCEPTION 'schedule must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN payflow._cron_schedule('payflow-purge', schedule, 'SELECT payflow.purge()');
+END
+$$;
+
+-- Runs the scheduler every payflow.scheduler_naptime for about "seconds",
+-- one transaction per pass (so no snapshot outlives a pass and vacuum is
+-- never held back), then returns.  What a pg_cron older than 1.5, which
+-- cannot schedule in seconds, runs once a minute.  A procedure without SET
+-- or SECURITY DEFINER, because only such a procedure may COMMIT; it runs
+-- as its caller and names everything with its schema.
+CREATE PROCEDURE payflow.run_scheduler_for(seconds integer DEFAULT 58)
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_until timestamptz;
+	v_naptime float8;
+BEGIN
+	IF seconds IS NULL OR seconds < 1 OR seconds > 3600 THEN
+		RAISE EXCEPTION 'seconds must be between 1 and 3600' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_until := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => seconds);
+	LOOP
+		PERFORM payflow.run_scheduler();
+		COMMIT;
+		v_naptime := payflow._setting('scheduler_naptime')::float8 OPERATOR(pg_catalog./) 1000;
+		EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_naptime)
+				  OPERATOR(pg_catalog.>) v_until;
+		PERFORM pg_catalog.pg_sleep(v_naptime);
+	END LOOP;
+END
+$$;
+
+-- Registers the scheduler with pg_cron (job "payflow-scheduler", replaced
+-- if present): every second with pg_cron 1.5 or later (Amazon RDS and
+-- Aurora), else a job every minute that runs it each second for 58 s.
+-- What the C-free flavour has instead of the scheduler background worker;
+-- the C flavour needs it only when payflow is not preloaded.  SECURITY
+-- INVOKER like schedule_purge: the job runs as the caller.
+CREATE FUNCTION payflow.schedule_scheduler() RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_cron text := (SELECT extversion FROM pg_extension WHERE extname = 'pg_cron');
+BEGIN
+	IF string_to_array(split_part(v_cron, '-', 1), '.')::integer[] >= ARRAY[1, 5] THEN
+		RETURN payflow._cron_schedule('payflow-scheduler', '1 second', 'SELECT payflow.run_scheduler()');
+	END IF;
+	RETURN payflow._cron_schedule('payflow-scheduler', '* * * * *', 'CALL payflow.run_scheduler_for(58)');
+END
+$$;

@@ -1,0 +1,803 @@
+-- payflow: the step engine, what workers call.
+--
+-- Claims with leases, heartbeats, saved external references, completions
+-- and failures with retry scheduling (exponential back-off with jitter),
+-- single and batched (claim_steps, complete_steps, fail_steps), each item
+-- with its own answer.  A late report after a takeover gets PF004.
+
+---------------------------------------------------------------------------
+-- Public API: workers (payflow_worker)
+---------------------------------------------------------------------------
+
+-- claim_step's full logic, for every case the fast path (_claim_fast)
+-- does not take: "run" (new step, due retry, expired lease), "skip" (done,
+-- failed, terminal, retry not yet due) or "busy" (another worker's lease is
+-- live, or the step is not ready yet); and the argument errors.
+CREATE FUNCTION payflow._claim_step_full(operation_id text, step text, worker_id text,
+										 lease_seconds integer)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_takeover boolean := false;
+	v_max integer;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+
+	o := payflow._lock_operation(operation_id);
+	IF payflow._is_terminal(o.status) THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'terminal', 'status', o.status);
+	END IF;
+	-- The operation runs on the version it started with.
+	d := payflow._step_of(o.pipeline_version, d.step_name);
+	IF d.step_name IS NULL THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'not_in_pipeline',
+								  'pipelineVersion', o.pipeline_version, 'status', o.status);
+	END IF;
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.operation_id IS NULL THEN
+		-- The event that creates this step has not been written yet.
+		RETURN jsonb_build_object('action', 'busy', 'reason', 'not_ready', 'status', o.status);
+	END IF;
+
+	CASE s.status
+		WHEN 'SUCCEEDED' THEN
+			RETURN jsonb_build_object('action', 'skip', 'reason', 'done', 'status', o.status);
+		WHEN 'FAILED', 'CANCELLED' THEN
+			RETURN jsonb_build_object('action', 'skip', 'reason', lower(s.status), 'status', o.status);
+		WHEN 'RETRY_WAIT' THEN
+			IF s.next_attempt_at > now() THEN
+				-- The scheduler re-emits the request when the retry is due.
+				RETURN jsonb_build_object('action', 'skip', 'reason', 'retry_scheduled',
+										  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+			END IF;
+		WHEN 'RUNNING' THEN
+			IF s.lease_expires_at > now() THEN
+				RETURN jsonb_build_object('action', 'busy', 'reason', 'leased',
+										  'leaseExpiresAt', payflow._iso(s.lease_expires_at));
+			END IF;
+			-- The holder died or stalled: take over, or give up at the limit.
+			v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+			IF s.attempt >= v_max THEN
+				PERFORM payflow._fail_operation(o, s,
+					jsonb_build_object('code', 'lease_expired',
+									   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+					worker_id);
+				RETURN jsonb_build_object('action', 'skip', 'reason', 'failed', 'status', 'FAILED');
+			END IF;
+			v_takeover := true;
+		ELSE
+			NULL;					-- PENDING
+	END CASE;
+
+	UPDATE payflow.steps
+	   SET status = 'RUNNING', attempt = attempt + 1, lease_owner = worker_id,
+		   lease_expires_at = now() + make_interval(secs => lease_seconds),
+		   claimed_at = now(), pending_since = NULL, next_attempt_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = d.step_name
+	RETURNING * INTO s;
+
+	IF o.status = d.ready_status AND d.running_status <> d.ready_status THEN
+		PERFORM payflow._set_status(o.id, o.status, d.running_status, 'claimed', worker_id);
+	END IF;
+
+	RETURN jsonb_strip_nulls(jsonb_build_object(
+		'action', 'run',
+		'attempt', s.attempt,
+		'idempotencyKey', o.id || ':' || lower(d.step_name),
+		'input', s.input_ref,
+		'leaseExpiresAt', payflow._iso(s.lease_expires_at),
+		'takeover', v_takeover,
+		'externalRef', s.external_ref,
+		'paymentId', o.payment_id,
+		'correlationId', o.correlation_id,
+		'pipelineVersion', o.pipeline_version,
+		'inputField', d.input_field,
+		'resultName', d.result_name));
+END
+$$;
+
+-- Renews a lease; false when this worker no longer holds it.  Touches one
+-- unindexed column: a HOT update.
+CREATE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
+								  lease_seconds integer DEFAULT 300)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+	UPDATE payflow.steps
+	   SET lease_expires_at = now() + make_interval(secs => lease_seconds)
+	 WHERE steps.operation_id = heartbeat.operation_id AND step_name = step
+	   AND status = 'RUNNING' AND lease_owner = worker_id;
+	IF FOUND THEN
+		RETURN true;
+	END IF;
+	IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = heartbeat.operation_id) THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	PERFORM payflow._step_definition(step);		-- an unknown step is an error (22023)
+	RETURN false;
+END
+$$;
+
+-- Saves an external job reference with a running step (submit-poll mode),
+-- so a worker that takes the step over resumes polling instead of
+-- submitting again.
+CREATE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
+	RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	PERFORM payflow._require_text('step', step, 64);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_text('external_ref', external_ref, 1000);
+	UPDATE payflow.steps s
+	   SET external_ref = save_step_ref.external_ref
+	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
+	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
+	IF NOT FOUND THEN
+		IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = save_step_ref.operation_id) THEN
+			PERFORM payflow._unknown_operation(operation_id);
+		END IF;
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, step
+			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
+	END IF;
+	RETURN true;
+END
+$$;
+
+-- Raises PF004 unless the worker is the one that ran the step.  A worker
+-- whose lease expired may still report as long as nobody else claimed the
+-- step since: its external call carried the step's idempotency key, so its
+-- outcome is the outcome.
+CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id text,
+											  p_step text, p_worker text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, p_operation_id);
+	ELSIF s.lease_owner <> p_worker THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Worker %s claimed step %s of operation %s after this worker''s lease expired.',
+								  s.lease_owner, p_step, p_operation_id);
+	END IF;
+END
+$$;
+
+-- A reference a worker hands on as a step's result must name a payload of
+-- that operation: its own pg payload with the checksum it claims, or an S3
+-- key under payments/<id>/ (22023 otherwise, P0002/PF005 as payload_get).
+CREATE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	p payflow.payloads;
+BEGIN
+	PERFORM payflow._require_text('result_ref.key', p_ref ->> 'key', 1024);
+	PERFORM payflow._require_text('result_ref.checksum', p_ref ->> 'checksum', 71);
+	IF p_ref ->> 'store' IS DISTINCT FROM 'pg' AND p_ref ->> 'store' IS DISTINCT FROM 's3' THEN
+		RAISE EXCEPTION 'unknown payload store "%"', coalesce(p_ref ->> 'store', 'missing')
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
+	ELSIF NOT starts_with(p_ref ->> 'key', payflow._payload_key(p_operation_id, '')) THEN
+		RAISE EXCEPTION 'result_ref must name a payload of operation %', p_operation_id
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Its key is %s; keys of this operation start with payments/%s/.',
+								  p_ref ->> 'key', p_operation_id);
+	ELSIF p_ref ->> 'store' = 'pg' THEN
+		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key' AND operation_id = p_operation_id;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'payload "%" does not exist', p_ref ->> 'key' USING ERRCODE = 'no_data_found';
+		ELSIF p.checksum IS DISTINCT FROM p_ref ->> 'checksum' THEN
+			RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
+		END IF;
+	END IF;
+END
+$$;
+
+-- complete_step's full logic, for every case the fast path
+-- (_complete_fast) does not take (a repeated call, a result_ref, a late
+-- report after the lease expired) and the argument errors.
+CREATE FUNCTION payflow._complete_step_full(operation_id text, step text, worker_id text, result jsonb,
+											result_ref jsonb)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	n payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_ref jsonb := result_ref;
+	v_event_id uuid;
+	v_event_type text;
+	v_answer jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('result', result);
+	PERFORM payflow._require_size('result', octet_length(result::text));
+	IF v_ref IS NOT NULL THEN
+		PERFORM payflow._require_object('result_ref', v_ref);
+	END IF;
+
+	o := payflow._lock_operation(operation_id);
+	d := payflow._require_step_of(o, d.step_name);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN s.completion;
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
+			USING ERRCODE = 'PF006',
+				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	IF v_ref IS NOT NULL THEN
+		PERFORM payflow._require_own_ref(o.id, v_ref);
+	END IF;
+
+	IF v_ref IS NULL AND d.result_name IS NOT NULL THEN
+		v_ref := payflow._payload_write(o.id, d.result_name, convert_to(result::text, 'UTF8'));
+	END IF;
+
+	PERFORM payflow._set_status(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
+
+	n := payflow._next_step(o.pipeline_version, d.position);
+	IF n.step_name IS NOT NULL THEN
+		-- A step without a result payload hands its own input on.
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		VALUES (o.id, n.step_name, coalesce(v_ref, s.input_ref), now());
+		UPDATE payflow.operations SET current_step = n.step_name WHERE id = o.id;
+		v_event_type := n.request_event;
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
+									n.destination, 1, jsonb_build_object(n.input_field, coalesce(v_ref, s.input_ref)));
+	ELSE
+		-- The last result travels inline in OperationCompleted; SQS takes
+		-- 256 KiB per message, so it is held to a quarter of that.
+		IF octet_length(result::text) > 65536 THEN
+			RAISE EXCEPTION 'result of the last step is too large'
+				USING ERRCODE = 'PF007',
+					  DETAIL = format('It has %s bytes; the result of %s travels in the OperationCompleted event and may have 65536.',
+									  octet_length(result::text), d.step_name),
+					  HINT = 'Return a reference (an id or a URL) instead of the document.';
+		END IF;
+		UPDATE payflow.operations SET result = _complete_step_full.result WHERE id = o.id;
+		SELECT p.completed_event INTO v_event_type FROM payflow.pipelines p WHERE p.version = o.pipeline_version;
+		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, v_event_type,
+									'operation-events', s.attempt,
+									jsonb_build_object('status', d.done_status, 'result', result));
+	END IF;
+
+	v_answer := jsonb_build_object('action', 'completed', 'status', d.done_status,
+								   'eventType', v_event_type, 'eventId', v_event_id);
+	UPDATE payflow.steps
+	   SET status = 'SUCCEEDED', result = _complete_step_full.result,
+		   result_ref = v_ref,
+		   completion = v_answer, finished_at = now(),
+		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+	 WHERE steps.operation_id = o.id AND step_name = d.step_name;
+	RETURN v_answer;
+END
+$$;
+
+-- Records a step's failure: a retry scheduled with backoff while attempts
+-- remain and the error is retryable, else the operation fails.
+-- error is {"code":…, "message":…} and may carry "retryAfterSeconds"
+-- (e.g. from an HTTP Retry-After) which lengthens the delay up to
+-- retry_max_delay, and "outcomeUnknown": true when the attempt may have had
+-- its effect (then the last attempt ends the operation as outcome_unknown).
+CREATE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
+								  retryable boolean)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	o payflow.operations;
+	s payflow.steps;
+	v_max integer;
+	v_base interval;
+	v_cap interval;
+	v_delay interval;
+	v_retry_after interval;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	d := payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_object('error', error);
+	IF retryable IS NULL THEN
+		RAISE EXCEPTION 'retryable must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM payflow._require_size('error', octet_length(error::text));
+	-- Card numbers never reach the step, the status document, history,
+	-- dead letters or OperationFailed.
+	error := payflow._mask_card_numbers(error);
+
+	o := payflow._lock_operation(operation_id);
+	d := payflow._require_step_of(o, d.step_name);
+	s := payflow._lock_step(o.id, d.step_name);
+	IF s.status = 'SUCCEEDED' THEN
+		RETURN jsonb_build_object('action', 'skip', 'reason', 'done');
+	ELSIF s.status = 'FAILED' THEN
+		RETURN jsonb_build_object('action', 'failed');
+	ELSIF payflow._is_terminal(o.status) THEN
+		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
+	END IF;
+	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	IF s.status = 'RETRY_WAIT' AND s.last_error = error THEN
+		-- The same report again (a worker retrying its own call).
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+	IF retryable AND s.attempt < v_max THEN
+		v_base := coalesce(d.retry_base_delay, payflow._seconds('retry_base_delay'));
+		v_cap := coalesce(d.retry_max_delay, payflow._seconds('retry_max_delay'));
+		v_delay := payflow.backoff_delay(greatest(s.attempt - 1, 0), v_base, v_cap,
+										 payflow._setting('retry_jitter')::float8);
+		IF jsonb_typeof(error -> 'retryAfterSeconds') = 'number' THEN
+			-- compared as numeric: 1e400 is a JSON number but no float8
+			v_retry_after := make_interval(secs => greatest(least((error ->> 'retryAfterSeconds')::numeric,
+																  extract(epoch FROM v_cap)), 0)::float8);
+			v_delay := greatest(v_delay, v_retry_after);
+		END IF;
+		UPDATE payflow.steps
+		   SET status = 'RETRY_WAIT', next_attempt_at = now() + v_delay, last_error = error,
+			   lease_expires_at = NULL
+		 WHERE steps.operation_id = o.id AND step_name = d.step_name
+		RETURNING * INTO s;
+		UPDATE payflow.operations SET updated_at = now() WHERE id = o.id;
+		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
+								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+	END IF;
+
+	IF retryable AND error -> 'outcomeUnknown' = 'true'::jsonb THEN
+		-- The worker says this attempt may have had its effect (a call cut
+		-- off after the DBMS got it, that no look-up cleared up): the last
+		-- one must not end as a plain failure, or the client resubmits a
+		-- payment that may be charged.
+		error := jsonb_build_object(
+			'code', 'outcome_unknown', 'class', 'outcome_unknown',
+			'message', 'outcome unknown: the last attempt was cut off after the downstream system got it, '
+					   'so it may have charged; do not resubmit it, reconcile it with the downstream system '
+					   '(a dead letter holds it)',
+			'cause', error - 'outcomeUnknown');
+	END IF;
+	PERFORM payflow._fail_operation(o, s,
+		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
+		worker_id);
+	RETURN jsonb_build_object('action', 'failed');
+END
+$$;
+
+-- Claims a step for a worker: "run" (new step, due retry, expired lease),
+-- "skip" (done, failed, terminal, retry not yet due) or "busy" (another
+-- worker's lease is live, or the step is not ready yet).  The common case
+-- is one statement (_claim_fast); the others take _claim_step_full.
+CREATE FUNCTION payflow.claim_step(operation_id text, step text, worker_id text,
+								   lease_seconds integer DEFAULT 300)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_answer jsonb;
+BEGIN
+	SELECT f.answer INTO v_answer FROM payflow._claim_fast(step, worker_id, ARRAY[operation_id], lease_seconds) f;
+	IF FOUND THEN
+		RETURN v_answer;
+	END IF;
+	RETURN payflow._claim_step_full(operation_id, step, worker_id, lease_seconds);
+END
+$$;
+
+-- Records a step's success in one transaction: step done, status advanced,
+-- result stored, the next event in the outbox.  A repeated call returns the
+-- first call's answer.  The common case is one statement (_complete_fast).
+CREATE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
+									  result_ref jsonb DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_answer jsonb;
+BEGIN
+	IF result_ref IS NULL THEN
+		SELECT f.answer INTO v_answer
+		  FROM payflow._complete_fast(step, worker_id,
+									  jsonb_build_array(jsonb_build_object('operationId', operation_id,
+																		   'result', result))) f;
+		IF FOUND THEN
+			RETURN v_answer;
+		END IF;
+	END IF;
+	RETURN payflow._complete_step_full(operation_id, step, worker_id, result, result_ref);
+END
+$$;
+
+-- The lean step engine.  A worker that received several messages claims
+-- their steps in one statement and completes them in one statement
+-- (claim_steps, complete_steps, fail_steps); the single-item functions
+-- above are the public contract and take the same paths.  Each batch
+-- function has a fast path, one statement for every item in the common
+-- case (a PENDING or due step of a running operation; a completion by the
+-- lease holder), and hands every other item to the full single-item logic
+-- (_claim_step_full, _complete_step_full, fail_step) one by one, each in a
+-- subtransaction of its own so that one item's error is that item's answer
+-- and never aborts the others.  The fast paths validate arguments inside
+-- the statement: an item they do not take is answered by the full logic,
+-- which raises the precise error.
+
+-- The fast paths' plans are made once per session (a generic plan: a
+-- statement of this size costs more to plan than to run) and pinned to
+-- index probes and nested loops, whatever the statistics say of tables that
+-- were empty when the plan was made (see outbox_claim).
+
+-- The verified content of a "pg" input reference, else NULL.
+CREATE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT CASE WHEN payflow._checksum(p.content) = p_ref ->> 'checksum' THEN p.content END
+	  FROM payflow.payloads p
+	 WHERE p_ref ->> 'store' = 'pg' AND p.key = p_ref ->> 'key'
+$$;
+
+-- Fast claim of the steps of several operations.  Operations are locked in
+-- id order (two batches never deadlock; single-item functions lock one
+-- operation), SKIP LOCKED: a locked one goes to the full path, which waits.
+-- Returns the claimed items: their position in operation_ids, the claim's
+-- answer, and the input payload when it is a verified "pg" payload, so
+-- that the worker needs no payload_get.
+CREATE FUNCTION payflow._claim_fast(p_step text, p_worker_id text, p_operation_ids text[],
+									p_lease_seconds integer)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, input bytea)
+	LANGUAGE plpgsql VOLATILE
+	SET plan_cache_mode = force_generic_plan
+	SET enable_seqscan = off
+	-- a disabled node costs 1e10, which would JIT-compile every call (200 ms)
+	SET jit = off
+	SET enable_bitmapscan = off
+	SET enable_hashjoin = off
+	SET enable_mergejoin = off
+	AS $$
+BEGIN
+	RETURN QUERY
+	WITH i AS MATERIALIZED (
+		SELECT x.id, min(x.n)::integer AS n
+		  FROM unnest(p_operation_ids) WITH ORDINALITY AS x(id, n)
+		 WHERE x.id IS NOT NULL
+		 GROUP BY x.id
+	), o AS MATERIALIZED (
+		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.pipeline_version
+		  FROM payflow.operations o
+		 WHERE o.id IN (SELECT i.id FROM i)
+		   AND NOT payflow._is_terminal(o.status)
+		 ORDER BY o.id
+		   FOR UPDATE SKIP LOCKED
+	), c AS (
+		UPDATE payflow.steps s
+		   SET status = 'RUNNING', attempt = s.attempt + 1, lease_owner = p_worker_id,
+			   lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+			   claimed_at = now(), pending_since = NULL, next_attempt_at = NULL
+		  FROM o, payflow.step_definitions d
+		 WHERE s.operation_id = o.id AND s.step_name = p_step
+		   AND d.pipeline_version = o.pipeline_version AND d.step_name = p_step
+		   AND (s.status = 'PENDING' OR (s.status = 'RETRY_WAIT' AND s.next_attempt_at <= now()))
+		   AND length(p_worker_id) BETWEEN 1 AND 200 AND p_lease_seconds BETWEEN 1 AND 86400
+		RETURNING s.operation_id, s.attempt, s.input_ref, s.lease_expires_at, s.external_ref,
+				  o.status, o.payment_id, o.correlation_id, o.pipeline_version,
+				  d.ready_status, d.running_status, d.input_field, d.result_name
+	), st AS (
+		UPDATE payflow.operations op
+		   SET status = c.running_status, updated_at = now()	-- checked by operations_transition
+		  FROM c
+		 WHERE op.id = c.operation_id AND c.status = c.ready_status AND c.running_status <> c.ready_status
+		RETURNING op.id, c.status AS from_status, c.running_status AS to_status
+	), h AS (
+		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+		SELECT st.id, st.from_status, st.to_status, 'claimed', p_worker_id FROM st
+		RETURNING payflow._status_changed()
+	)
+	SELECT i.n, c.operation_id,
+		   jsonb_strip_nulls(jsonb_build_object(
+			   'action', 'run',
+			   'attempt', c.attempt,
+			   'idempotencyKey', c.operation_id || ':' || lower(p_step),
+			   'input', c.input_ref,
+			   'leaseExpiresAt', payflow._iso(c.lease_expires_at),
+			   'takeover', false,
+			   'externalRef', c.external_ref,
+			   'paymentId', c.payment_id,
+			   'correlationId', c.correlation_id,
+			   'pipelineVersion', c.pipeline_version,
+			   'inputField', c.input_field,
+			   'resultName', c.result_name)),
+		   payflow._inline_input(c.input_ref)
+	  FROM c
+	  JOIN i ON i.id = c.operation_id;
+	-- (data-modifying CTEs run to completion whether or not they are read)
+END
+$$;
+
+-- claim_step for several operations at once (at most 100): one row per
+-- item (item = its position in operation_ids; a repeated id is answered
+-- again, as a second claim_step call would be: busy), with claim_step's
+-- answer or, for that item alone, error = {"code": SQLSTATE, "message"}.
+-- input carries the step's input payload when it is in the "pg" store.
+CREATE FUNCTION payflow.claim_steps(step text, worker_id text, operation_ids text[],
+									lease_seconds integer DEFAULT 300)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, input bytea, error jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	v_done boolean[];
+	v_n integer;
+BEGIN
+	PERFORM payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, lease_seconds);
+	PERFORM payflow._require_batch('operation_ids', cardinality(operation_ids));
+	v_done := array_fill(false, ARRAY[cardinality(operation_ids)]);
+	FOR r IN SELECT * FROM payflow._claim_fast(step, worker_id, operation_ids, lease_seconds) LOOP
+		item := r.item; operation_id := r.operation_id; answer := r.answer; input := r.input; error := NULL;
+		v_done[r.item] := true;
+		RETURN NEXT;
+	END LOOP;
+	FOR v_n IN 1 .. cardinality(operation_ids) LOOP
+		CONTINUE WHEN v_done[v_n];
+		item := v_n; operation_id := operation_ids[v_n]; input := NULL; error := NULL;
+		BEGIN
+			answer := payflow._claim_step_full(operation_ids[v_n], step, worker_id, lease_seconds);
+			IF answer ->> 'action' = 'run' THEN
+				input := payflow._inline_input(answer -> 'input');
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			answer := NULL;
+			error := jsonb_build_object('code', SQLSTATE, 'message', SQLERRM);
+		END;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- At most 100 items per batch call (22023), not NULL (22004).
+CREATE FUNCTION payflow._require_batch(arg_name text, n integer) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF n IS NULL THEN
+		RAISE EXCEPTION '% must not be null or empty', arg_name USING ERRCODE = 'null_value_not_allowed';
+	ELSIF n > 100 THEN
+		RAISE EXCEPTION '% has % items; the limit is 100', arg_name, n USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- Fast completion of steps by their lease holder: for each item
+-- {"operationId", "result"} (no resultRef) whose step is RUNNING under
+-- p_worker_id in a running operation, in one statement: the step done with
+-- its answer, the result payload written (when the step has a result
+-- name), the status advanced with its history row, the next step created
+-- and its request event (or OperationCompleted) in the outbox.  Items it
+-- does not take (another state, a resultRef, a result too large, a payload
+-- key already written) are left to _complete_step_full.
+CREATE FUNCTION payflow._complete_fast(p_step text, p_worker_id text, p_items jsonb)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb)
+	LANGUAGE plpgsql VOLATILE
+	SET plan_cache_mode = force_generic_plan
+	SET enable_seqscan = off
+	-- a disabled node costs 1e10, which would JIT-compile every call (200 ms)
+	SET jit = off
+	SET enable_bitmapscan = off
+	SET enable_hashjoin = off
+	SET enable_mergejoin = off
+	AS $$
+DECLARE
+	d payflow.step_definitions;
+	n payflow.step_definitions;
+	v_max_bytes bigint := payflow._setting('payload_max_bytes')::bigint;
+	v_last boolean;
+	v_completed_event text;
+BEGIN
+	-- The step as the newest version that has it defines it; operations of
+	-- older versions (in flight across a pipeline change) take the full path.
+	SELECT * INTO d FROM payflow.step_definitions sd WHERE sd.step_name = p_step
+	 ORDER BY sd.pipeline_version DESC LIMIT 1;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	n := payflow._next_step(d.pipeline_version, d.position);
+	v_last := n.step_name IS NULL;
+	IF v_last THEN
+		SELECT p.completed_event INTO v_completed_event FROM payflow.pipelines p WHERE p.version = d.pipeline_version;
+	END IF;
+	RETURN QUERY
+	WITH i AS MATERIALIZED (
+		SELECT DISTINCT ON (x.e ->> 'operationId')
+			   x.n::integer AS n, x.e ->> 'operationId' AS id, x.e -> 'result' AS result,
+			   convert_to((x.e -> 'result')::text, 'UTF8') AS content, gen_random_uuid() AS event_id
+		  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, n)
+		 WHERE jsonb_typeof(x.e -> 'result') = 'object'
+		   AND coalesce(x.e -> 'resultRef', 'null'::jsonb) = 'null'::jsonb
+		 ORDER BY x.e ->> 'operationId', x.n
+	), o AS MATERIALIZED (
+		SELECT o.id, o.status, o.payment_id, o.correlation_id
+		  FROM payflow.operations o
+		 WHERE o.id IN (SELECT i.id FROM i) AND o.status = d.running_status
+		   AND o.pipeline_version = d.pipeline_version
+		 ORDER BY o.id
+		   FOR UPDATE SKIP LOCKED
+	), s AS (
+		UPDATE payflow.steps s
+		   SET status = 'SUCCEEDED', result = i.result,
+			   result_ref = CASE WHEN d.result_name IS NOT NULL THEN
+					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
+									   'checksum', payflow._checksum(i.content), 'size', octet_length(i.content))
+				END,
+			   completion = jsonb_build_object('action', 'completed', 'status', d.done_status,
+											   'eventType', coalesce(n.request_event, v_completed_event),
+											   'eventId', i.event_id),
+			   finished_at = now(), lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+		  FROM o JOIN i ON i.id = o.id
+		 WHERE s.operation_id = o.id AND s.step_name = d.step_name
+		   AND s.status = 'RUNNING' AND s.lease_owner = p_worker_id
+		   AND octet_length(i.content) <= v_max_bytes
+		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
+		   AND (d.result_name IS NULL OR NOT EXISTS (
+				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
+		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, s.completion, i.n, i.content,
+				  i.event_id, o.status, o.payment_id, o.correlation_id
+	), p AS (
+		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
+		SELECT s.result_ref ->> 'key', s.operation_id, s.result_ref ->> 'checksum', octet_length(s.content), s.content
+		  FROM s WHERE s.result_ref IS NOT NULL
+	), st AS (
+		UPDATE payflow.operations op
+		   SET status = d.done_status, updated_at = now(),	-- checked by operations_transition
+			   current_step = coalesce(n.step_name, op.current_step),
+			   result = CASE WHEN v_last THEN s.result ELSE op.result END,
+			   terminal_at = CASE WHEN v_last THEN now() END
+		  FROM s
+		 WHERE op.id = s.operation_id
+	), h AS (
+		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+		SELECT s.operation_id, s.status, d.done_status, lower(d.step_name) || ' done', p_worker_id FROM s
+		RETURNING payflow._status_changed()
+	), ns AS (
+		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
+		SELECT s.operation_id, n.step_name, coalesce(s.result_ref, s.input_ref), now() FROM s WHERE NOT v_last
+	), e AS MATERIALIZED (
+		SELECT s.operation_id, s.event_id, s.payment_id, s.correlation_id,
+			   coalesce(n.request_event, v_completed_event) AS event_type,
+			   coalesce(n.destination, 'operation-events') AS destination,
+			   payflow._event_body(s.event_id, s.operation_id, s.payment_id, s.correlation_id,
+								   coalesce(n.request_event, v_completed_event),
+								   CASE WHEN v_last THEN s.attempt ELSE 1 END,
+								   CASE WHEN v_last THEN jsonb_build_object('status', d.done_status, 'result', s.result)
+										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
+		  FROM s
+	), ev AS (
+		SELECT e.operation_id,
+			   payflow._outbox_write(e.event_id, e.operation_id, e.payment_id, e.correlation_id, e.event_type,
+									 e.destination, e.body) AS event_id
+		  FROM e
+	)
+	-- ev is read here, so it runs
+	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON ev.operation_id = s.operation_id;
+END
+$$;
+
+-- complete_step for several steps of one kind at once (at most 100):
+-- items is a JSON array of {"operationId", "result", "resultRef"}; one row
+-- per item with complete_step's answer or, for that item alone, an error.
+CREATE FUNCTION payflow.complete_steps(step text, worker_id text, items jsonb)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	v_done boolean[];
+BEGIN
+	PERFORM payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_items(items);
+	v_done := array_fill(false, ARRAY[jsonb_array_length(items)]);
+	FOR r IN SELECT * FROM payflow._complete_fast(step, worker_id, items) LOOP
+		item := r.item; operation_id := r.operation_id; answer := r.answer; error := NULL;
+		v_done[r.item] := true;
+		RETURN NEXT;
+	END LOOP;
+	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(false, step, worker_id, items, v_done);
+END
+$$;
+
+-- The items of complete_steps (p_fail false) or fail_steps (true) not in
+-- p_done (NULL: none), one by one through the single-item logic, each in a
+-- subtransaction: its answer, or its error for it alone.
+CREATE FUNCTION payflow._outcomes_one_by_one(p_fail boolean, p_step text, p_worker_id text, p_items jsonb,
+											 p_done boolean[])
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	v_e jsonb;
+BEGIN
+	FOR v_n IN 1 .. jsonb_array_length(p_items) LOOP
+		CONTINUE WHEN coalesce(p_done[v_n], false);
+		v_e := p_items -> (v_n - 1);
+		item := v_n; operation_id := v_e ->> 'operationId'; error := NULL;
+		BEGIN
+			IF NOT p_fail THEN
+				answer := payflow._complete_step_full(v_e ->> 'operationId', p_step, p_worker_id, v_e -> 'result',
+													  nullif(v_e -> 'resultRef', 'null'::jsonb));
+			ELSIF jsonb_typeof(v_e -> 'retryable') IS DISTINCT FROM 'boolean' THEN
+				RAISE EXCEPTION 'retryable must be true or false' USING ERRCODE = 'invalid_parameter_value';
+			ELSE
+				answer := payflow.fail_step(v_e ->> 'operationId', p_step, p_worker_id, v_e -> 'error',
+											(v_e ->> 'retryable')::boolean);
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			answer := NULL;
+			error := jsonb_build_object('code', SQLSTATE, 'message', SQLERRM);
+		END;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- A JSON array of 1 to 100 objects (22004, 22023).
+CREATE FUNCTION payflow._require_items(items jsonb) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF items IS NULL THEN
+		RAISE EXCEPTION 'items must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF jsonb_typeof(items) <> 'array' THEN
+		RAISE EXCEPTION 'items must be a JSON array' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = format('Got a JSON %s.', jsonb_typeof(items));
+	ELSIF jsonb_array_length(items) > 100 THEN
+		RAISE EXCEPTION 'items has % entries; the limit is 100', jsonb_array_length(items)
+			USING ERRCODE = 'invalid_parameter_value';
+	ELSIF EXISTS (SELECT FROM jsonb_array_elements(items) e WHERE jsonb_typeof(e) <> 'object') THEN
+		RAISE EXCEPTION 'every item must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- fail_step for several steps of one kind at once (at most 100): items is
+-- a JSON array of {"operationId", "error", "retryable"}; one row per item
+-- with fail_step's answer or, for that item alone, an error.  Failures are
+-- the rare path: each item takes fail_step's own logic.
+CREATE FUNCTION payflow.fail_steps(step text, worker_id text, items jsonb)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._step_definition(step);
+	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_items(items);
+	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(true, step, worker_id, items, NULL);
+END
+$$;

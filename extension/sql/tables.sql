@@ -1,0 +1,305 @@
+-- payflow: the tables.
+--
+-- Every table of the extension, with what each row means: the pipeline
+-- definition (destinations, pipelines, step_definitions), the operations
+-- and their history, the steps, the outbox and its log, payloads, consumer
+-- de-duplication, dead letters, API keys, webhooks and the terminal events
+-- payflow published.  payflow.sql includes this file first; the functions
+-- of the other files read and write these tables.
+
+---------------------------------------------------------------------------
+-- Tables
+---------------------------------------------------------------------------
+
+-- The queues the database knows.  A step's request event may only go to a
+-- destination listed here (payflow.add_destination adds one), so that a
+-- typo in a pipeline change is refused at once instead of leaving events
+-- no relay can deliver; each relay maps these names to queue URLs
+-- (PAYFLOW_QUEUE_URLS).
+CREATE TABLE payflow.destinations (
+	name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_-]{1,80}$'),
+	description text,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+
+INSERT INTO payflow.destinations (name, description) VALUES
+	('payment-requests', 'PaymentRequested: payflow-worker --role payment'),
+	('payment-completed', 'PaymentCompleted: payflow-worker --role postprocess'),
+	('invoice-requests', 'InvoiceRequested: payflow-worker --role invoice'),
+	('operation-events', 'the terminal events: webhooks, notifications');
+
+-- The versions of the pipeline.  Each holds a whole copy of its steps
+-- (step_definitions) and its terminal events, and never changes once
+-- written: an operation records the version it started with and finishes
+-- on it, and the transition check caches a version's graph for the
+-- backend's lifetime.  payflow.add_step and payflow.remove_step write a new
+-- version; new operations take the newest.  The terminal events go to
+-- operation-events (webhooks, the HTTP edge's streams).
+CREATE TABLE payflow.pipelines (
+	version integer PRIMARY KEY CHECK (version >= 1),
+	completed_event text NOT NULL,	-- the event of an operation that completed
+	failed_event text NOT NULL,		-- ... and of one that failed
+	note text,						-- why this version was made
+	created_by text NOT NULL DEFAULT session_user,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+
+INSERT INTO payflow.pipelines (version, completed_event, failed_event, note)
+VALUES (1, 'OperationCompleted', 'OperationFailed', 'the default pipeline');
+
+-- The newest version: what new operations start on.
+CREATE FUNCTION payflow._pipeline_version() RETURNS integer
+	LANGUAGE sql STABLE
+	AS $$ SELECT max(p.version) FROM payflow.pipelines p $$;
+
+-- The steps of each pipeline version, in order.  A step waits in its
+-- ready_status, runs in its running_status (the same status for a step
+-- whose claim changes nothing the operation shows) and leaves its
+-- done_status, which is the next step's ready_status; the last step's
+-- done_status is the one terminal status of success.  The transition check
+-- (payflow._guard_transition) is derived from these rows.  Admins may tune
+-- the retry columns (NULL = the payflow.* GUC); the rest is written by
+-- add_step and remove_step only.
+CREATE TABLE payflow.step_definitions (
+	step_name text NOT NULL CHECK (step_name ~ '^[A-Z][A-Z0-9_]{0,63}$'),
+	position integer NOT NULL CHECK (position >= 1),
+	ready_status text NOT NULL,		-- operation status while the step waits
+	running_status text NOT NULL,	-- status once a worker claimed it
+	done_status text NOT NULL,		-- status after it succeeded
+	request_event text NOT NULL,	-- event that asks a worker to run it
+	destination text NOT NULL REFERENCES payflow.destinations,	-- where that event goes
+	input_field text NOT NULL,		-- field of the event carrying the input ref
+	result_name text,				-- payload name of the result, NULL = inline only
+	max_attempts integer CHECK (max_attempts BETWEEN 1 AND 1000),
+	retry_base_delay interval,
+	retry_max_delay interval,
+	pipeline_version integer NOT NULL REFERENCES payflow.pipelines,
+	PRIMARY KEY (pipeline_version, step_name),
+	UNIQUE (pipeline_version, position)
+);
+
+INSERT INTO payflow.step_definitions
+	(pipeline_version, step_name, position, ready_status, running_status, done_status,
+	 request_event, destination, input_field, result_name)
+VALUES
+	(1, 'PROCESS_PAYMENT', 1, 'PENDING', 'PAYMENT_PROCESSING', 'PAYMENT_COMPLETED',
+	 'PaymentRequested', 'payment-requests', 'payload', 'payment-result.json'),
+	(1, 'POST_PROCESS', 2, 'PAYMENT_COMPLETED', 'POST_PROCESSING', 'INVOICE_PENDING',
+	 'PaymentCompleted', 'payment-completed', 'result', 'invoice-input.json'),
+	(1, 'CREATE_INVOICE', 3, 'INVOICE_PENDING', 'INVOICE_PENDING', 'COMPLETED',
+	 'InvoiceRequested', 'invoice-requests', 'invoiceInput', NULL);
+
+-- Identifiers are compared byte-wise (COLLATE "C"): they are not words,
+-- and locale-aware comparison costs every B-tree descent on the hot path.
+
+-- One row per operation.  Only status/updated_at/current_step/error change
+-- on the hot path and none of them is indexed, so those updates are HOT;
+-- terminal_at and payloads_purged_at change once each.
+CREATE TABLE payflow.operations (
+	id text COLLATE "C" PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL DEFAULT '',
+	payment_id text COLLATE "C" NOT NULL,
+	idempotency_key text COLLATE "C" NOT NULL,
+	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
+	correlation_id text,
+	status text NOT NULL DEFAULT 'PENDING',
+	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
+	request_ref jsonb NOT NULL,
+	result jsonb,
+	error jsonb,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	terminal_at timestamptz,
+	payloads_purged_at timestamptz,
+	pipeline_version integer NOT NULL DEFAULT payflow._pipeline_version(),	-- started on it, finishes on it
+	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
+) WITH (fillfactor = 80);
+
+CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL;
+CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+
+-- Every status change: who, when, from, to, why.  Append-only.
+CREATE TABLE payflow.operation_history (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint GENERATED ALWAYS AS IDENTITY,
+	from_status text,
+	to_status text NOT NULL,
+	reason text,
+	actor text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (operation_id, id)
+);
+
+-- Steps churn: claim, heartbeat, complete.  Heartbeats only touch
+-- lease_expires_at, which no index contains, so they are HOT updates;
+-- fillfactor leaves room on the page for them.  The partial indexes keep
+-- the scheduler's scans to the rows that can need it.
+CREATE TABLE payflow.steps (
+	operation_id text COLLATE "C" NOT NULL,
+	step_name text COLLATE "C" NOT NULL,
+	status text NOT NULL DEFAULT 'PENDING'
+		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+	attempt integer NOT NULL DEFAULT 0,
+	input_ref jsonb,
+	lease_owner text,
+	lease_expires_at timestamptz,
+	claimed_at timestamptz,
+	pending_since timestamptz,		-- set while PENDING: stuck detection
+	next_attempt_at timestamptz,	-- set while RETRY_WAIT
+	external_ref text,				-- e.g. the legacy job of submit-poll mode
+	result jsonb,
+	result_ref jsonb,
+	completion jsonb,				-- answer of complete_step, repeated verbatim
+	last_error jsonb,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	finished_at timestamptz,
+	PRIMARY KEY (operation_id, step_name)
+) WITH (fillfactor = 70,
+		autovacuum_vacuum_scale_factor = 0.02,
+		autovacuum_analyze_scale_factor = 0.05,
+		autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX steps_pending_idx ON payflow.steps (pending_since) WHERE status = 'PENDING';
+CREATE INDEX steps_running_idx ON payflow.steps (claimed_at) WHERE status = 'RUNNING';
+CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE status = 'RETRY_WAIT';
+-- metrics(): the steps finished in the last hour, without reading the others.
+-- An entry is added once per step, when it finishes (that update changes the
+-- status, so it is not HOT anyway).
+CREATE INDEX steps_finished_idx ON payflow.steps (finished_at) WHERE finished_at IS NOT NULL;
+
+-- The transactional outbox.  Rows live from the state change that wrote
+-- them to the relay's ack, which deletes them: the table stays as small as
+-- the backlog.  Claims and nacks touch only unindexed columns (HOT), but a
+-- claim updates every row of a page in one transaction, so nothing can be
+-- pruned meanwhile: a HOT update needs room for a second version of each
+-- row (~750 bytes).  At fillfactor 70 half the claims did not fit, went to
+-- another page and wrote the whole row and three index entries to the WAL
+-- again; at 30 they stay HOT (0.4.0's bench: 2 KB less WAL per operation).
+-- The table holds only the backlog, so the room costs little.
+CREATE TABLE payflow.outbox (
+	event_id uuid PRIMARY KEY,
+	seq bigint GENERATED ALWAYS AS IDENTITY,
+	operation_id text COLLATE "C" NOT NULL,
+	event_type text NOT NULL,
+	destination text NOT NULL,
+	message_group_id text COLLATE "C" NOT NULL,
+	body jsonb NOT NULL,
+	attributes jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	available_at timestamptz NOT NULL DEFAULT now(),
+	claimed_by text,
+	claim_expires_at timestamptz,
+	attempts integer NOT NULL DEFAULT 0,
+	last_error text
+) WITH (fillfactor = 30,
+		autovacuum_vacuum_scale_factor = 0.01,
+		autovacuum_vacuum_threshold = 1000,
+		autovacuum_vacuum_insert_scale_factor = 0.01,
+		autovacuum_analyze_scale_factor = 0.05,
+		autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX outbox_seq_idx ON payflow.outbox (seq);
+CREATE INDEX outbox_group_idx ON payflow.outbox (message_group_id, seq);
+
+-- Log of acked events and their SQS message ids, for investigation;
+-- append-only, pruned by purge after payflow.retention_published.
+CREATE TABLE payflow.outbox_published (
+	event_id uuid NOT NULL,
+	operation_id text NOT NULL,
+	event_type text NOT NULL,
+	destination text NOT NULL,
+	message_id text,
+	published_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX outbox_published_at_idx ON payflow.outbox_published USING brin (published_at);
+
+-- The "pg" claim-check store.
+CREATE TABLE payflow.payloads (
+	key text COLLATE "C" PRIMARY KEY,
+	operation_id text COLLATE "C" NOT NULL,
+	checksum text NOT NULL,			-- "sha256:<hex>"
+	size bigint NOT NULL,
+	content bytea NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+-- No index on operation_id: every key of an operation starts with
+-- "payments/<id>/", so purge finds them by a range of the primary key.
+
+-- Event ids a consumer has handled (consumer-side de-duplication).
+CREATE TABLE payflow.consumed_events (
+	consumer text COLLATE "C" NOT NULL,
+	event_id uuid NOT NULL,
+	consumed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (consumer, event_id)
+);
+CREATE INDEX consumed_events_at_idx ON payflow.consumed_events USING brin (consumed_at);
+
+-- Failed operations and messages no worker could handle.
+CREATE TABLE payflow.dead_letters (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	source text NOT NULL CHECK (source IN ('step', 'message')),
+	operation_id text,
+	step_name text,
+	queue text,
+	message_body text,
+	error jsonb NOT NULL,
+	attempts integer,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	replayed_at timestamptz
+);
+CREATE INDEX dead_letters_operation_idx ON payflow.dead_letters (operation_id);
+CREATE INDEX dead_letters_created_idx ON payflow.dead_letters (created_at);
+
+-- API keys of the HTTP edge: only a sha256 of the secret is stored.
+CREATE TABLE payflow.api_keys (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	tenant text NOT NULL,
+	name text,
+	key_hash bytea NOT NULL UNIQUE,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	revoked_at timestamptz
+);
+
+-- A tenant's webhook: where its OperationCompleted / OperationFailed events
+-- are POSTed, and the secret they are signed with (HMAC-SHA256).  The
+-- secret is kept in clear because the webhook worker must sign with it;
+-- only set_webhook (once) and webhook_target (payflow_worker) return it.
+CREATE TABLE payflow.webhooks (
+	tenant text COLLATE "C" PRIMARY KEY,
+	url text NOT NULL,
+	secret text NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Webhook deliveries that failed their last attempt: one row per event,
+-- kept until replayed and purged like failed operations.
+CREATE TABLE payflow.webhook_failures (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	event_id uuid NOT NULL UNIQUE,
+	operation_id text COLLATE "C" NOT NULL,
+	tenant text COLLATE "C" NOT NULL,
+	url text NOT NULL,
+	body jsonb NOT NULL,
+	attempts integer NOT NULL,
+	error jsonb,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	replayed_at timestamptz
+);
+
+CREATE INDEX webhook_failures_updated_idx ON payflow.webhook_failures (updated_at);
+
+-- The events payflow published to operation-events, by id and a sha256 of
+-- the body: the webhook worker signs and delivers only those, so that
+-- whoever may send to that queue cannot have payflow sign "payment
+-- completed" for an operation that failed.  Kept as long as its operation.
+CREATE TABLE payflow.operation_events (
+	event_id uuid PRIMARY KEY,
+	operation_id text COLLATE "C" NOT NULL,
+	body_sha256 bytea NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX operation_events_operation_idx ON payflow.operation_events (operation_id);

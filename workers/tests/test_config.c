@@ -414,6 +414,26 @@ test_secrets_never_logged(void)
 	}
 	pf_config_free(&cfg);
 
+	/* the generic HTTP role's Authorization header is a secret too */
+	relay_env();
+	setenv("PAYFLOW_QUEUE_URL", "http://127.0.0.1:4566/000000000000/risk-requests", 1);
+	setenv("PAYFLOW_STEP_URL", "https://risk.example.com/check", 1);
+	setenv("PAYFLOW_STEP_AUTHORIZATION", "Bearer step-token-4711", 1);
+	if (CHECK(load(&cfg, PF_PROGRAM_WORKER | PF_PROGRAM_HTTP_STEP, error)))
+	{
+		json_t	   *j = pf_config_to_json(&cfg);
+
+		fields = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
+		CHECK(strstr(fields, "step-token-4711") == NULL);
+		CHECK(strstr(fields, "\"PAYFLOW_STEP_AUTHORIZATION\":\"[redacted]\"") != NULL);
+		free(fields);
+		pf_config_free(&cfg);
+	}
+	unsetenv("PAYFLOW_STEP_URL");
+	unsetenv("PAYFLOW_STEP_AUTHORIZATION");
+	unsetenv("PAYFLOW_QUEUE_URL");
+
 	/* an invalid secret is named but never echoed */
 	relay_env();
 	setenv("PAYFLOW_DATABASE_URL", "host=db password=" DB_PASSWORD " bogus_option=1", 1);

@@ -9,6 +9,9 @@
 #                    NOTIFY_CUSTOMER running notify.send(text,jsonb), a SQL
 #                    function of this test, in the completing transaction
 #
+# The HTTP step sends a bearer token from PAYFLOW_STEP_AUTHORIZATION: every
+# call carries it, no log holds it.
+#
 # with the shipped roles for the rest (payment over psqlODBC, postprocess
 # with no hook setting, so the shipped payflow.default_postprocess, invoice)
 # and the C relay, on a database of its own (add_step changes the newest
@@ -160,7 +163,10 @@ worker() { # NAME QUEUE ARGS...
 	PAYFLOW_QUEUE_URL=$(queue_url "$queue") PAYFLOW_WORKER_ID=steps-$name-$RUN start "$name" workers/bin/payflow-worker "$@"
 }
 start relay workers/bin/payflow-relay
-PAYFLOW_STEP_URL=$RISK_URL worker risk risk-requests --role http --step RISK_CHECK
+# the risk service wants a bearer token: a secret setting, sent as the header and logged nowhere
+RISK_TOKEN=risk-token-$RUN-$RANDOM
+PAYFLOW_STEP_URL=$RISK_URL PAYFLOW_STEP_AUTHORIZATION="Bearer $RISK_TOKEN" \
+	worker risk risk-requests --role http --step RISK_CHECK
 worker payment payment-requests --role payment
 unset PAYFLOW_POSTPROCESS_FUNCTION PAYFLOW_POSTPROCESS_URL # the shipped default hook
 worker postprocess payment-completed --role postprocess
@@ -249,6 +255,11 @@ pf_eq "the risk answer is RISK_CHECK's result" "$((N - 2))" \
 	"$(q -c "SELECT count(*) FROM payflow.steps s JOIN payflow.operations o ON o.id = s.operation_id
 			 WHERE o.payment_id LIKE '$P-%' AND o.status = 'COMPLETED' AND s.step_name = 'RISK_CHECK'
 			 AND s.result ->> 'object' = 'invoice' AND s.result ->> 'idempotencyKey' = o.id || ':risk_check'")"
+
+pf_ok "every call to the risk service carried PAYFLOW_STEP_AUTHORIZATION as its Authorization header" \
+	bash -c "[ \$(grep -c '\"authorization\":\"Bearer $RISK_TOKEN\"' '$DIR/risk-api/server.log') -ge $((N + 1)) ] &&
+		! grep '\"path\":\"/invoices\"' '$DIR/risk-api/server.log' | grep -vq '\"authorization\":\"Bearer $RISK_TOKEN\"'"
+pf_ok "the token is in no worker's or the relay's log" bash -c "! grep -qF '$RISK_TOKEN' '$DIR'/*.log"
 
 # ---- events: the new steps' requests went to their queues, the shipped ones unchanged ----
 pf_eq "one RiskCheckRequested and one NotifyCustomerRequested per operation that reached the step" \

@@ -9,15 +9,14 @@
 #                    NOTIFY_CUSTOMER running notify.send(text,jsonb), a SQL
 #                    function of this test, in the completing transaction
 #
-# The HTTP step sends a bearer token from PAYFLOW_STEP_AUTHORIZATION: every
-# call carries it, no log holds it.
-#
 # with the shipped roles for the rest (payment over psqlODBC, postprocess
 # with no hook setting, so the shipped payflow.default_postprocess, invoice)
 # and the C relay, on a database of its own (add_step changes the newest
 # pipeline of its database; the others' tests keep theirs). The test runs
 # payflow.run_scheduler() itself every half second there (the scheduler
-# background worker serves make check's database only).
+# background worker serves make check's database only). The HTTP step
+# sends a bearer token from PAYFLOW_STEP_AUTHORIZATION: every call carries
+# it, no log holds it.
 #
 # Faults fixed in advance: RISK_CHECK answers 503 twice for one payment
 # (retried, third attempt done), 422 for another (permanent: FAILED at

@@ -141,6 +141,20 @@ starts "http --step CREATE_INVOICE" "a shipped step run by the generic HTTP role
 refused "http --step FRAUD_SCORE" "step FRAUD_SCORE does not exist in pipeline version 2 (its steps: RISK_CHECK, PROCESS_PAYMENT, POST_PROCESS, CREATE_INVOICE); add it with payflow.add_step" \
 	"a step the pipeline lacks"
 refused "sql --step FRAUD_SCORE" "step FRAUD_SCORE does not exist" "a step the pipeline lacks (sql)"
+# a generic role waits for a database it cannot reach yet, and a SIGTERM ends that wait
+N=$((N + 1))
+out=$DIR/$N.out
+mapfile -t envs < <(role_env http | sed "s|^PAYFLOW_DATABASE_URL=.*|PAYFLOW_DATABASE_URL=postgresql://postgres@127.0.0.1:1/nowhere|")
+env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" "$BIN/payflow-worker" --role http --step RISK_CHECK >"$out" 2>&1 &
+pid=$!
+PIDS+=("$pid")
+pf_ok "http --step waits for an unreachable database, saying so" pf_wait_for 10 grep -q 'step RISK_CHECK is defined there' "$out"
+t0=$(date +%s%N)
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pf_eq "... and a SIGTERM ends the wait at once: exit 1, not started" \
+	"1|yes|yes" "$rc|$([ $((($(date +%s%N) - t0) / 1000000)) -lt 1500 ] && echo yes || echo no)|$(grep -q 'stopped by a signal while waiting for PostgreSQL; not started' "$out" && echo yes || echo no)"
 refused "http" "missing --step: --role http runs the step it names" "no --step"
 refused "http --step risk-check" "invalid --step risk-check" "a step name add_step would refuse"
 refused "invoice --step RISK_CHECK" "--role invoice runs CREATE_INVOICE: --step is for --role http|sql" \

@@ -101,7 +101,7 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
 	/* before the queue is touched: a worker that would misread it stops here */
 	w->event_type = role->event_type;
-	checked = pipeline_check(role, w->heartbeat_pg, &w->event_type, why, why_len);
+	checked = pipeline_check(role, w->heartbeat_pg, w->signal_fd, &w->event_type, why, why_len);
 	if (checked != 0)
 	{
 		*exit_status = checked;

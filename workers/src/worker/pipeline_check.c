@@ -12,7 +12,8 @@
  *
  * A generic role (--role http|sql --step NAME) learns its step's request
  * event, input member and queue here instead, and cannot start without
- * them: a database not reachable yet is retried for a while, and a step
+ * them: a database not reachable yet is retried for a while (a SIGTERM
+ * meanwhile ends the wait: the worker exits without starting), and a step
  * the newest version lacks is exit 2, naming it and the steps there are.
  *
  * Only the newest version is checked. Operations still in flight on an
@@ -26,7 +27,8 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "payflow/stop_signals.h"
 
 /* how long a generic role waits for the database at start-up */
 #define GENERIC_TRIES 30
@@ -163,7 +165,8 @@ check_terminal(json_t *pipeline, char *why, size_t why_len)
  * differs. 1: payflow.pipeline() failed otherwise (why says how).
  */
 int
-pipeline_check(const role_ops *role, pf_pg *pg, pf_event_type *event_type, char *why, size_t why_len)
+pipeline_check(const role_ops *role, pf_pg *pg, int signal_fd, pf_event_type *event_type, char *why,
+			   size_t why_len)
 {
 	json_t	   *pipeline = NULL;
 	pf_error	err;
@@ -176,7 +179,11 @@ pipeline_check(const role_ops *role, pf_pg *pg, pf_event_type *event_type, char 
 		{
 			pf_log_error(NULL, "PostgreSQL is not reachable yet (%s: %s); step %s is defined there: "
 						 "trying again in %d s", err.code, err.message, role->step, GENERIC_RETRY_SECONDS);
-			sleep(GENERIC_RETRY_SECONDS);
+			if (pf_stop_signals_wait(signal_fd, GENERIC_RETRY_SECONDS * 1000) != 0)
+			{
+				snprintf(why, why_len, "stopped by a signal while waiting for PostgreSQL; not started");
+				return 1;
+			}
 			continue;
 		}
 		if (err.result == PF_ERR_TRANSIENT && role->step_from_argv)

@@ -26,57 +26,41 @@
 
 #include <ctype.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-/* "RISK_CHECK" → "risk_check": the errors' source */
-static char *
-lower_name(const char *step)
+/* "RISK_CHECK" → "risk_check" (the errors' source) and "the input of step RISK_CHECK" */
+static void
+names_of(const char *step, char *source, size_t source_len, char *input_name, size_t input_name_len)
 {
-	char	   *s = pf_strdup(step);
-
-	for (char *c = s; *c; c++)
+	snprintf(source, source_len, "%s", step);
+	for (char *c = source; *c; c++)
 		*c = (char) tolower((unsigned char) *c);
-	return s;
-}
-
-static char *
-input_name_of(const char *step)
-{
-	char		text[200];
-
-	snprintf(text, sizeof(text), "the input of step %s", step);
-	return pf_strdup(text);
+	snprintf(input_name, input_name_len, "the input of step %s", step);
 }
 
 static void *
 http_step_init(const role_ops *role, const pf_config *cfg, char *why, size_t why_len)
 {
-	char	   *source = lower_name(role->step);
-	char	   *input_name = input_name_of(role->step);
+	char		source[80];
+	char		input_name[120];
 	step_hook  *hook;
 
 	(void) why;
 	(void) why_len;
+	names_of(role->step, source, sizeof(source), input_name, sizeof(input_name));
 	hook = step_hook_http(cfg, source, input_name, cfg->step_url, "PAYFLOW_STEP_URL", cfg->step_authorization,
 						  cfg->step_timeout_ms, cfg->step_tls_verify != 0);
 	hook->redact_errors = true;
-	free(source);
-	free(input_name);
 	return hook;
 }
 
 static void *
 sql_step_init(const role_ops *role, const pf_config *cfg, char *why, size_t why_len)
 {
-	char	   *source = lower_name(role->step);
-	char	   *input_name = input_name_of(role->step);
-	step_hook  *hook = step_hook_sql(cfg, source, input_name, cfg->step_function, "PAYFLOW_STEP_FUNCTION",
-									 why, why_len);
+	char		source[80];
+	char		input_name[120];
 
-	free(source);
-	free(input_name);
-	return hook;
+	names_of(role->step, source, sizeof(source), input_name, sizeof(input_name));
+	return step_hook_sql(cfg, source, input_name, cfg->step_function, "PAYFLOW_STEP_FUNCTION", why, why_len);
 }
 
 const role_ops http_step_role = {

@@ -393,9 +393,11 @@ int			worker_exit_margin_seconds(void);
 /*
  * pipeline_check.c: 0 matches (or not checkable now, logged), 2 mismatch or
  * no such step, 1 failed; why set. *event_type: the type the queue carries
- * (a generic role's step request, read from the database).
+ * (a generic role's step request, read from the database). A signal on
+ * signal_fd ends a generic role's wait for the database.
  */
-int			pipeline_check(const role_ops *role, pf_pg *pg, pf_event_type *event_type, char *why, size_t why_len);
+int			pipeline_check(const role_ops *role, pf_pg *pg, int signal_fd, pf_event_type *event_type, char *why,
+						   size_t why_len);
 
 /* step.c: handle one message on an executor; sets j->outcome and j->hide_s. */
 void		step_execute(worker *w, executor *ex, job *j);

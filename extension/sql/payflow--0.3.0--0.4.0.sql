@@ -1351,6 +1351,12 @@ $$;
 -- HOT (see payflow.sql); pages written from now on.
 ALTER TABLE payflow.outbox SET (fillfactor = 30);
 
+-- The claim's seq-order index becomes partial on a predicate only the
+-- claim states, so that no other query can use it (see tables.sql).  The
+-- outbox holds only the backlog: the rebuild is short.
+DROP INDEX payflow.outbox_seq_idx;
+CREATE INDEX outbox_seq_idx ON payflow.outbox (seq) WHERE seq > 0;
+
 -- A UUID's digit groups are no card number (dead-lettered bodies kept
 -- their event ids altered now and then).
 CREATE OR REPLACE FUNCTION payflow._mask_card_numbers(value text) RETURNS text
@@ -1457,12 +1463,9 @@ $$;
 -- several relays.  A claim is a lease: rows of a relay that died come
 -- back after lease_seconds.
 --
--- The plan is pinned to index probes whatever the statistics say: after the
--- outbox drained and autovacuum truncated it, a plan made for an empty
--- table (sequential scans, an anti join) is quadratic in the backlog that
--- follows, and the relay's session keeps it until the next ANALYZE.  The
--- group-head check is a correlated subquery, which no plan can turn into a
--- join: for each candidate, one probe of outbox_group_idx.
+-- The plan is pinned to index probes whatever the statistics say (see
+-- outbox.sql): the scan can use outbox_seq_idx only, the group-head probe
+-- outbox_group_idx only, and no sort.
 CREATE OR REPLACE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
 	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
 				   body text, attributes jsonb)
@@ -1472,6 +1475,7 @@ CREATE OR REPLACE FUNCTION payflow.outbox_claim(max_events integer, relay_id tex
 	-- a disabled node costs 1e10, which would JIT-compile every call (200 ms)
 	SET jit = off
 	SET enable_bitmapscan = off
+	SET enable_sort = off
 	AS $$
 BEGIN
 	PERFORM payflow._require_text('relay_id', relay_id, 200);
@@ -1486,7 +1490,8 @@ BEGIN
 		WITH candidates AS (
 			SELECT c.ctid
 			  FROM payflow.outbox c
-			 WHERE c.available_at <= now()
+			 WHERE c.seq > 0	-- outbox_seq_idx's predicate: see above
+			   AND c.available_at <= now()
 			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
 			   AND c.seq = (SELECT e.seq FROM payflow.outbox e
 							 WHERE e.message_group_id = c.message_group_id

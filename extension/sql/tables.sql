@@ -200,7 +200,12 @@ CREATE TABLE payflow.outbox (
 		autovacuum_analyze_scale_factor = 0.05,
 		autovacuum_vacuum_cost_delay = 0);
 
-CREATE INDEX outbox_seq_idx ON payflow.outbox (seq);
+-- The claim's scan in seq order.  Partial on a condition only
+-- outbox_claim's scan states (seq is never updated, so HOT is unaffected):
+-- no other query can use it, in particular not the claim's group-head
+-- probe, which a plan made for an empty outbox otherwise answered by
+-- walking this index from its start for every candidate (quadratic).
+CREATE INDEX outbox_seq_idx ON payflow.outbox (seq) WHERE seq > 0;
 CREATE INDEX outbox_group_idx ON payflow.outbox (message_group_id, seq);
 
 -- Log of acked events and their SQS message ids, for investigation;

@@ -40,3 +40,62 @@ SELECT payflow.invoke_postprocess('whoami_hook(text,jsonb)', :'op', '{}') ->> 'u
 RESET ROLE;
 DROP OWNED BY pp_worker_test;
 DROP ROLE pp_worker_test;
+
+-- run_hook_steps: a batch of hook steps in one transaction.  Four
+-- operations at POST_PROCESS: two whose hook succeeds (one of them twice
+-- in the batch, as a message delivered twice: busy, the hook run once),
+-- one whose hook raises after writing, one already done; plus an unknown
+-- operation.  Hooks run with invoke_postprocess's search_path: they name
+-- their own tables with their schema.
+CREATE TABLE hook_writes (operation_id text, charge text);
+CREATE FUNCTION batch_hook(operation_id text, payment_result jsonb) RETURNS jsonb
+	LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.hook_writes VALUES (operation_id, payment_result ->> 'charge_id');
+	IF payment_result ->> 'charge_id' = 'CH-BAD' THEN
+		RAISE EXCEPTION 'the customer service is unreachable';
+	END IF;
+	RETURN jsonb_build_object('ref', payment_result ->> 'charge_id');
+END
+$$;
+SELECT array_agg(payflow.submit('pp-batch-' || g, '{"amount": 5}') ORDER BY g) AS bops FROM generate_series(1, 4) g \gset
+SELECT count(*) AS paid FROM unnest(:'bops'::text[]) WITH ORDINALITY b(id, n),
+	LATERAL (SELECT payflow.claim_step(b.id, 'PROCESS_PAYMENT', 'w') AS c) c,
+	LATERAL (SELECT payflow.complete_step(b.id, 'PROCESS_PAYMENT', 'w',
+			 jsonb_build_object('charge_id', CASE WHEN b.n = 3 THEN 'CH-BAD' ELSE 'CH-' || b.n END)) AS d) d;
+-- the fourth is done already, by another worker
+SELECT payflow.claim_step((:'bops'::text[])[4], 'POST_PROCESS', 'pp-0') ->> 'action' AS action;
+SELECT payflow.complete_step((:'bops'::text[])[4], 'POST_PROCESS', 'pp-0', '{"ref": "before"}') ->> 'status' AS status;
+SELECT r.item, r.answer ->> 'action' AS action, r.answer ->> 'reason' AS reason,
+	   r.completion ->> 'status' AS completed_to, r.completion ->> 'eventType' AS event,
+	   r.error ->> 'code' AS error_code, r.error ->> 'message' AS error_message
+  FROM payflow.run_hook_steps('POST_PROCESS', 'pp-b', 'batch_hook(text,jsonb)',
+	   ARRAY[(:'bops'::text[])[1], (:'bops'::text[])[2], (:'bops'::text[])[3], (:'bops'::text[])[4],
+			 'pay_00000000000000000000000000', (:'bops'::text[])[1]], 60) r
+ ORDER BY r.item;
+-- the hook ran once per operation; the failed one's write is gone and its
+-- step is still leased to the batch's worker, which goes on the usual way
+-- (the hook again inside complete_step, its error classified)
+SELECT b.n, o.status, s.status AS step_status, s.lease_owner, s.result ->> 'ref' AS result,
+	   (SELECT count(*) FROM hook_writes w WHERE w.operation_id = b.id) AS hook_writes,
+	   (SELECT count(*) FROM payflow.outbox e WHERE e.operation_id = b.id AND e.event_type = 'InvoiceRequested') AS invoice_requests
+  FROM unnest(:'bops'::text[]) WITH ORDINALITY b(id, n)
+  JOIN payflow.operations o ON o.id = b.id
+  JOIN payflow.steps s ON s.operation_id = b.id AND s.step_name = 'POST_PROCESS'
+ ORDER BY b.n;
+-- again: a step done is skipped, its hook not run again
+SELECT r.item, r.answer ->> 'action' AS action, r.completion IS NOT NULL AS has_completion
+  FROM payflow.run_hook_steps('POST_PROCESS', 'pp-b', 'batch_hook(text,jsonb)', ARRAY[(:'bops'::text[])[1]]) r;
+SELECT count(*) AS hook_writes_of_first FROM hook_writes WHERE operation_id = (:'bops'::text[])[1];
+-- arguments shared by every item are checked once
+SELECT * FROM pf_try($$SELECT * FROM payflow.run_hook_steps('POST_PROCESS', 'w', NULL, ARRAY['x'])$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.run_hook_steps('REFUND', 'w', 'batch_hook(text,jsonb)', ARRAY['x'])$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.run_hook_steps('POST_PROCESS', 'w', 'batch_hook(text,jsonb)', NULL)$$);
+-- a hook of the wrong signature fails its item (22023), beside one that
+-- the batch's worker holds already (busy)
+SELECT payflow.submit('pp-batch-5', '{"amount": 5}') AS op5 \gset
+SELECT payflow.claim_step(:'op5', 'PROCESS_PAYMENT', 'w') ->> 'action' AS action;
+SELECT payflow.complete_step(:'op5', 'PROCESS_PAYMENT', 'w', '{"charge_id": "CH-5"}') ->> 'status' AS status;
+SELECT r.item, r.answer ->> 'action' AS action, r.error ->> 'code' AS error_code, r.error ->> 'message' AS error_message
+  FROM payflow.run_hook_steps('POST_PROCESS', 'pp-b', 'bad_sig(text)', ARRAY[:'op5', (:'bops'::text[])[3]]) r
+ ORDER BY r.item;

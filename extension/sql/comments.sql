@@ -46,6 +46,8 @@ COMMENT ON FUNCTION payflow.default_postprocess(text, jsonb) IS
 	'The shipped post-processing hook: the invoice input from the payment request and the payment result.';
 COMMENT ON FUNCTION payflow.invoke_postprocess(regprocedure, text, jsonb) IS
 	'Runs a hook (operation_id text, input jsonb) -> jsonb with the caller''s rights and checks its answer is a JSON object (22023).';
+COMMENT ON FUNCTION payflow.run_hook_steps(text, text, regprocedure, text[], integer) IS
+	'A hook step for up to 100 operations in one transaction: claim_steps, the hook per item with the caller''s rights, complete_steps; one answer, completion or error per item.';
 COMMENT ON FUNCTION payflow.mark_consumed(text, uuid) IS
 	'Consumer-side de-duplication by event id: true the first time.';
 COMMENT ON FUNCTION payflow.record_dead_letter(text, text, jsonb, text) IS

@@ -72,3 +72,78 @@ BEGIN
 	RETURN v_answer;
 END
 $$;
+
+-- A hook step (post-processing, --role sql) for up to 100 operations in
+-- one statement and one transaction: claim_steps, then for each step it
+-- claimed to run with a "pg" input, the hook (invoke_postprocess) and
+-- complete_steps of all of them.  Runs with the caller's rights, like
+-- invoke_postprocess.  One row per item: the claim's answer, the
+-- completion's answer when the step was done here, or the item's error.
+--  - A hook that raises fails its item alone (a subtransaction): no
+--    completion, the error, and the claim stays; the worker then takes the
+--    usual path for it (the hook again, its error classified and recorded).
+--  - An item not done here (claim answer other than run, an input in S3)
+--    has its claim's answer and no completion: the usual path goes on.
+--  - What a hook wrote commits with its step's completion or not at all:
+--    should complete_steps refuse an item the batch just claimed, the whole
+--    call fails (PF004 or the item's own code), and nothing of it stays.
+CREATE FUNCTION payflow.run_hook_steps(step text, worker_id text, hook regprocedure, operation_ids text[],
+									   lease_seconds integer DEFAULT 300)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, completion jsonb, error jsonb)
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	c record;
+	v_rows jsonb[] := '{}';		-- per item: {"answer", "error", "completion"}
+	v_items jsonb := '[]';		-- complete_steps' items
+	v_slot integer[] := '{}';	-- complete_steps' item n is operation_ids' v_slot[n]
+	v_first jsonb := '{}';		-- operation id -> the item that ran its hook
+	v_input jsonb;
+	v_result jsonb;
+BEGIN
+	IF hook IS NULL THEN
+		RAISE EXCEPTION 'hook must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) ORDER BY 1 LOOP
+		v_rows[r.item] := jsonb_build_object('answer', r.answer, 'error', r.error);
+		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL
+			-- a message delivered twice into one batch: the hook runs once
+			OR v_first ? r.operation_id;
+		v_first := v_first || jsonb_build_object(r.operation_id, r.item);
+		BEGIN
+			v_input := convert_from(r.input, 'UTF8')::jsonb;
+			IF jsonb_typeof(v_input) IS DISTINCT FROM 'object' THEN
+				CONTINUE;		-- the usual path says why
+			END IF;
+			v_result := payflow.invoke_postprocess(hook, r.operation_id, v_input);
+			v_items := v_items || jsonb_build_array(jsonb_build_object('operationId', r.operation_id,
+																	   'result', v_result));
+			v_slot := v_slot || r.item;
+		EXCEPTION WHEN OTHERS THEN
+			v_rows[r.item] := v_rows[r.item] || jsonb_build_object('error',
+				jsonb_build_object('code', SQLSTATE, 'message', SQLERRM));
+		END;
+	END LOOP;
+	IF jsonb_array_length(v_items) > 0 THEN
+		FOR c IN SELECT * FROM payflow.complete_steps(step, worker_id, v_items) LOOP
+			IF c.error IS NOT NULL THEN
+				RAISE EXCEPTION 'step % of operation % could not be completed after its hook: %',
+					step, c.operation_id, c.error ->> 'message'
+					USING ERRCODE = coalesce(c.error ->> 'code', 'PF004');
+			END IF;
+			v_rows[v_slot[c.item]] := v_rows[v_slot[c.item]] || jsonb_build_object('completion', c.answer);
+		END LOOP;
+	END IF;
+	FOR v_n IN 1 .. cardinality(operation_ids) LOOP
+		item := v_n;
+		operation_id := operation_ids[v_n];
+		answer := nullif(v_rows[v_n] -> 'answer', 'null');
+		completion := coalesce(nullif(v_rows[v_n] -> 'completion', 'null'),
+							   nullif(v_rows[(v_first ->> operation_ids[v_n])::integer] -> 'completion', 'null'));
+		error := nullif(v_rows[v_n] -> 'error', 'null');
+		RETURN NEXT;
+	END LOOP;
+END
+$$;

@@ -80,6 +80,68 @@ DROP FUNCTION payflow._set_status(text, text, text, text, text, boolean);
 -- the running step may, and only under the step's result name: anyone else
 -- could take the key first, and the step's completion would then fail
 -- after the payment was made.
+-- A hook step for a batch of operations in one transaction (see hooks.sql).
+CREATE OR REPLACE FUNCTION payflow.run_hook_steps(step text, worker_id text, hook regprocedure, operation_ids text[],
+									   lease_seconds integer DEFAULT 300)
+	RETURNS TABLE (item integer, operation_id text, answer jsonb, completion jsonb, error jsonb)
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	r record;
+	c record;
+	v_rows jsonb[] := '{}';		-- per item: {"answer", "error", "completion"}
+	v_items jsonb := '[]';		-- complete_steps' items
+	v_slot integer[] := '{}';	-- complete_steps' item n is operation_ids' v_slot[n]
+	v_first jsonb := '{}';		-- operation id -> the item that ran its hook
+	v_input jsonb;
+	v_result jsonb;
+BEGIN
+	IF hook IS NULL THEN
+		RAISE EXCEPTION 'hook must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) ORDER BY 1 LOOP
+		v_rows[r.item] := jsonb_build_object('answer', r.answer, 'error', r.error);
+		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL
+			-- a message delivered twice into one batch: the hook runs once
+			OR v_first ? r.operation_id;
+		v_first := v_first || jsonb_build_object(r.operation_id, r.item);
+		BEGIN
+			v_input := convert_from(r.input, 'UTF8')::jsonb;
+			IF jsonb_typeof(v_input) IS DISTINCT FROM 'object' THEN
+				CONTINUE;		-- the usual path says why
+			END IF;
+			v_result := payflow.invoke_postprocess(hook, r.operation_id, v_input);
+			v_items := v_items || jsonb_build_array(jsonb_build_object('operationId', r.operation_id,
+																	   'result', v_result));
+			v_slot := v_slot || r.item;
+		EXCEPTION WHEN OTHERS THEN
+			v_rows[r.item] := v_rows[r.item] || jsonb_build_object('error',
+				jsonb_build_object('code', SQLSTATE, 'message', SQLERRM));
+		END;
+	END LOOP;
+	IF jsonb_array_length(v_items) > 0 THEN
+		FOR c IN SELECT * FROM payflow.complete_steps(step, worker_id, v_items) LOOP
+			IF c.error IS NOT NULL THEN
+				RAISE EXCEPTION 'step % of operation % could not be completed after its hook: %',
+					step, c.operation_id, c.error ->> 'message'
+					USING ERRCODE = coalesce(c.error ->> 'code', 'PF004');
+			END IF;
+			v_rows[v_slot[c.item]] := v_rows[v_slot[c.item]] || jsonb_build_object('completion', c.answer);
+		END LOOP;
+	END IF;
+	FOR v_n IN 1 .. cardinality(operation_ids) LOOP
+		item := v_n;
+		operation_id := operation_ids[v_n];
+		answer := nullif(v_rows[v_n] -> 'answer', 'null');
+		completion := coalesce(nullif(v_rows[v_n] -> 'completion', 'null'),
+							   nullif(v_rows[(v_first ->> operation_ids[v_n])::integer] -> 'completion', 'null'));
+		error := nullif(v_rows[v_n] -> 'error', 'null');
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
 	LANGUAGE plpgsql STABLE
 	AS $$
@@ -1622,13 +1684,16 @@ REVOKE ALL ON FUNCTION
 	payflow._outcomes_one_by_one(boolean, text, text, jsonb, boolean[]),
 	payflow.claim_steps(text, text, text[], integer),
 	payflow.complete_steps(text, text, jsonb),
-	payflow.fail_steps(text, text, jsonb)
+	payflow.fail_steps(text, text, jsonb),
+	payflow.run_hook_steps(text, text, regprocedure, text[], integer)
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
 	payflow.claim_steps(text, text, text[], integer),
 	payflow.complete_steps(text, text, jsonb),
 	payflow.fail_steps(text, text, jsonb)
 	TO payflow_step_worker;
+GRANT EXECUTE ON FUNCTION payflow.run_hook_steps(text, text, regprocedure, text[], integer)
+	TO payflow_postprocess_worker;
 
 --@@ include pipeline.sql @@
 

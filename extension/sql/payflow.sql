@@ -156,7 +156,8 @@ GRANT EXECUTE ON FUNCTION
 GRANT payflow_step_worker TO payflow_postprocess_worker;
 GRANT EXECUTE ON FUNCTION
 	payflow.default_postprocess(text, jsonb),
-	payflow.invoke_postprocess(regprocedure, text, jsonb)
+	payflow.invoke_postprocess(regprocedure, text, jsonb),
+	payflow.run_hook_steps(text, text, regprocedure, text[], integer)
 	TO payflow_postprocess_worker;
 -- the webhook role delivers; it runs no step
 GRANT EXECUTE ON FUNCTION

@@ -147,6 +147,7 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.record_dead_letter(text,text,jsonb,text)',
 	'payflow.default_postprocess(text,jsonb)',
 	'payflow.invoke_postprocess(regprocedure,text,jsonb)',
+	'payflow.run_hook_steps(text,text,regprocedure,text[],integer)',
 	'payflow.outbox_claim(integer,text,integer)',
 	'payflow.outbox_ack(uuid[],text[],text)',
 	'payflow.outbox_nack(uuid,text,text)',
@@ -181,7 +182,7 @@ SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payf
 							 'payflow.outbox_nack(uuid,text,text)'])
 UNION ALL
 SELECT 'step', fn FROM rp_expected
- WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess)'
+ WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess|run_hook_steps)'
 UNION ALL
 SELECT 'webhook', unnest(ARRAY['payflow.webhook_target(text,uuid,text)',
 							   'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
@@ -191,7 +192,8 @@ INSERT INTO rp_expected
 SELECT 'postprocess', fn FROM rp_expected WHERE role = 'step'
 UNION ALL
 SELECT 'postprocess', unnest(ARRAY['payflow.default_postprocess(text,jsonb)',
-								   'payflow.invoke_postprocess(regprocedure,text,jsonb)']);
+								   'payflow.invoke_postprocess(regprocedure,text,jsonb)',
+								   'payflow.run_hook_steps(text,text,regprocedure,text[],integer)']);
 -- the C-free flavour's settings live in a table, changed by the admin
 INSERT INTO rp_expected
 SELECT 'admin', unnest(ARRAY['payflow.set_setting(text,text)', 'payflow.reset_setting(text)'])

@@ -43,13 +43,14 @@ SELECT is(
 	(SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'
 		AND NOT (p.prosecdef AND p.proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp'])),
-	ARRAY['backoff_delay', 'invoke_postprocess', 'run_scheduler_for', 'schedule_purge', 'schedule_scheduler']::name[],
-	'only backoff_delay (pure), invoke_postprocess (hooks run as the caller), schedule_purge and '
+	ARRAY['backoff_delay', 'invoke_postprocess', 'run_hook_steps', 'run_scheduler_for', 'schedule_purge', 'schedule_scheduler']::name[],
+	'only backoff_delay (pure), invoke_postprocess and run_hook_steps (hooks run as the caller), schedule_purge and '
 	'schedule_scheduler (jobs run as the scheduling role) and run_scheduler_for (commits) are not SECURITY DEFINER');
 SELECT ok((SELECT bool_and(proconfig @> ARRAY['search_path=pg_catalog, payflow, pg_temp']) FROM pg_proc
 			WHERE oid IN ('payflow.schedule_purge(text)'::regprocedure, 'payflow.schedule_scheduler()'::regprocedure,
-						  'payflow.invoke_postprocess(regprocedure,text,jsonb)'::regprocedure)),
-		  'schedule_purge, schedule_scheduler and invoke_postprocess pin search_path too');
+						  'payflow.invoke_postprocess(regprocedure,text,jsonb)'::regprocedure,
+						  'payflow.run_hook_steps(text,text,regprocedure,text[],integer)'::regprocedure)),
+		  'schedule_purge, schedule_scheduler, invoke_postprocess and run_hook_steps pin search_path too');
 SELECT is(
 	(SELECT count(*)::int FROM pg_proc p WHERE p.pronamespace = 'payflow'::regnamespace
 		AND has_function_privilege('public', p.oid, 'EXECUTE')),

@@ -19,6 +19,10 @@
  * Each statement is as safe to run twice as the single calls were
  * (db.c): a repeated claim finds the step leased by us, a repeated
  * completion gets its first answer, a repeated failure is recognised.
+ *
+ * A role whose step is a SQL function in payflow's database gathers its
+ * claims as KIND_RUN: payflow.run_hook_steps claims the batch, runs the
+ * hook for each step and completes them, in one transaction.
  */
 #include "batch.h"
 
@@ -39,6 +43,7 @@ typedef enum
 	KIND_CLAIM,
 	KIND_COMPLETE,
 	KIND_FAIL,
+	KIND_RUN,					/* claim, hook, complete: run_hook_steps */
 	N_KINDS
 } batch_kind;
 
@@ -46,6 +51,7 @@ typedef struct request
 {
 	const char *operation_id;
 	char	   *item;			/* complete/fail: the item sent (JSON text), owned */
+	const char *hook;			/* run: the hook function, the same for every request */
 
 	/* set by the leader; read once done (under batch_lock) */
 	bool		done;
@@ -55,6 +61,8 @@ typedef struct request
 	double		lease_left_s;	/* claim: until the answer's leaseExpiresAt; < 0 unknown */
 	pf_buf		input;			/* claim: the inline input */
 	bool		has_input;
+	json_t	   *completion;		/* run: complete_steps' answer, when the step was done */
+	json_t	   *item_error;		/* run: the hook's error of a step claimed (answer set) */
 	struct request *next;
 } request;
 
@@ -76,15 +84,21 @@ static const char *const batch_sql[N_KINDS] = {
 	"FROM payflow.claim_steps($1, $2, $3::text[], $4::int) AS c",
 	"SELECT c.item, c.answer, NULL, c.error, NULL FROM payflow.complete_steps($1, $2, $3::jsonb) AS c",
 	"SELECT c.item, c.answer, NULL, c.error, NULL FROM payflow.fail_steps($1, $2, $3::jsonb) AS c",
+	"SELECT c.item, c.answer, c.completion, c.error, "
+	"extract(epoch FROM (c.answer->>'leaseExpiresAt')::timestamptz - now()) "
+	"FROM payflow.run_hook_steps($1, $2, $5::regprocedure, $3::text[], $4::int) AS c",
 };
 
 /* One row of the batch's answer into its request. */
 static void
-take_row(PGresult *res, int row, request *req)
+take_row(batch_kind kind, PGresult *res, int row, request *req)
 {
 	json_error_t jerr;
 
-	if (!PQgetisnull(res, row, 3))
+	/* a hook that raised after its step was claimed: the claim stands */
+	if (kind == KIND_RUN && !PQgetisnull(res, row, 3) && !PQgetisnull(res, row, 1))
+		req->item_error = json_loads(PQgetvalue(res, row, 3), 0, &jerr);
+	else if (!PQgetisnull(res, row, 3))
 	{
 		json_t	   *e = json_loads(PQgetvalue(res, row, 3), 0, &jerr);
 		const char *code = json_string_value(json_object_get(e, "code"));
@@ -101,7 +115,12 @@ take_row(PGresult *res, int row, request *req)
 	}
 	if (!PQgetisnull(res, row, 4))
 		req->lease_left_s = atof(PQgetvalue(res, row, 4));
-	if (!PQgetisnull(res, row, 2))
+	if (kind == KIND_RUN)
+	{
+		if (!PQgetisnull(res, row, 2))
+			req->completion = json_loads(PQgetvalue(res, row, 2), 0, &jerr);
+	}
+	else if (!PQgetisnull(res, row, 2))
 	{
 		size_t		len = 0;
 		unsigned char *bytes = PQunescapeBytea((const unsigned char *) PQgetvalue(res, row, 2), &len);
@@ -122,7 +141,7 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 {
 	pf_buf		arg = PF_BUF_INIT;
 	char		lease[16];
-	const char *values[4];
+	const char *values[5];
 	PGresult   *res = NULL;
 	pf_error	err;
 	pf_result	r;
@@ -133,7 +152,7 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 		reqs[i]->r = PF_ERR_FINAL;
 		reqs[i]->lease_left_s = -1;
 	}
-	if (kind == KIND_CLAIM)
+	if (kind == KIND_CLAIM || kind == KIND_RUN)
 	{
 		const char *ids[BATCH_MAX];
 
@@ -158,13 +177,14 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 	values[1] = w->cfg.worker_id;
 	values[2] = arg.data;
 	values[3] = lease;
+	values[4] = reqs[0]->hook;
 
 	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
 		r = pf_error_set(&err, PF_ERR_TRANSIENT, "53300", "no database connection free");
 	else
 	{
-		r = pf_pg_run(pg, PF_PG_IDEMPOTENT, batch_sql[kind], kind == KIND_CLAIM ? 4 : 3, values, NULL, NULL, 0,
-					  &res, &err);
+		r = pf_pg_run(pg, PF_PG_IDEMPOTENT, batch_sql[kind], kind == KIND_RUN ? 5 : kind == KIND_CLAIM ? 4 : 3,
+					  values, NULL, NULL, 0, &res, &err);
 		db_release(w->db, pg);
 	}
 	pf_buf_free(&arg);
@@ -184,7 +204,7 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 		int			item = atoi(PQgetvalue(res, row, 0));
 
 		if (item >= 1 && item <= n)
-			take_row(res, row, reqs[item - 1]);
+			take_row(kind, res, row, reqs[item - 1]);
 	}
 	PQclear(res);
 }
@@ -281,6 +301,42 @@ batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *inpu
 			pf_buf_append(input, req.input.data, req.input.len);
 			*has_input = true;
 		}
+	}
+	json_decref(req.answer);
+	pf_buf_free(&req.input);
+	return r;
+}
+
+pf_result
+batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, step_claim *claim,
+						 json_t **completion, json_t **hook_error, pf_error *err)
+{
+	request		req;
+	pf_result	r;
+
+	memset(&req, 0, sizeof(req));
+	req.operation_id = operation_id;
+	req.hook = hook;
+	memset(claim, 0, sizeof(*claim));
+	claim->lease_left_s = -1;
+	*completion = NULL;
+	*hook_error = NULL;
+	submit(w, KIND_RUN, &req);
+	r = req.r;
+	if (r == PF_OK)
+		r = db_claim_from_answer(req.answer, claim, err);
+	else
+		*err = req.err;
+	if (r == PF_OK)
+	{
+		claim->lease_left_s = req.lease_left_s;
+		*completion = req.completion;
+		*hook_error = req.item_error;
+	}
+	else
+	{
+		json_decref(req.completion);
+		json_decref(req.item_error);
 	}
 	json_decref(req.answer);
 	pf_buf_free(&req.input);

@@ -545,56 +545,36 @@ handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
 }
 
 /*
- * The role's one-statement step (role_ops.one_transaction_sql), if it has
- * one: false when it has none or the statement failed (nothing of it
- * stays; the caller takes the usual path). Else *claim holds the claim's
- * answer and *done says whether the step was completed too (the outcome
- * is then set and logged).
+ * The role's one-transaction step (role_ops.one_transaction_hook), if it
+ * has one: claim, hook and completion for a batch of executors at once
+ * (batch_claim_run_complete). False when it has none or the claim failed
+ * (nothing of it stays; the caller takes the usual path). Else *claim
+ * holds the claim's answer and *done says whether the step was completed
+ * too (the outcome is then set and logged). A hook that raised leaves the
+ * step claimed and not done: the usual path runs it again and classifies
+ * its error.
  */
 static bool
 claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, bool *done)
 {
-	const char *extra = NULL;
-	const char *sql = w->role->one_transaction_sql ? w->role->one_transaction_sql(w->role_state, &extra) : NULL;
-	char		lease[16];
-	const char *values[5];
-	json_error_t jerr;
-	json_t	   *answer;
-	json_t	   *completion;
-	PGresult   *res;
+	const char *hook = w->role->one_transaction_hook ? w->role->one_transaction_hook(w->role_state) : NULL;
+	json_t	   *completion = NULL;
+	json_t	   *hook_error = NULL;
 	pf_error	err;
-	pf_result	r;
-	pf_pg	   *pg;
 
 	*done = false;
-	if (sql == NULL || (pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	if (hook == NULL)
 		return false;
-	snprintf(lease, sizeof(lease), "%d", w->lease_s);
-	values[0] = ids->operation_id;
-	values[1] = w->cfg.worker_id;
-	values[2] = extra;
-	values[3] = lease;
-	values[4] = w->role->step;
-	r = pf_pg_run(pg, PF_PG_IDEMPOTENT, sql, 5, values, NULL, NULL, 0, &res, &err);
-	db_release(w->db, pg);
-	if (r != PF_OK)
+	if (batch_claim_run_complete(w, hook, ids->operation_id, claim, &completion, &hook_error, &err) != PF_OK)
 	{
 		log_job(PF_LOG_DEBUG, ids, j, json_pack("{s:s}", "code", err.code),
-				"the step did not complete in one statement (%s); claiming it the usual way", err.message);
+				"the step did not complete in one transaction (%s); claiming it the usual way", err.message);
 		return false;
 	}
-	answer = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, &jerr) : NULL;
-	completion = PQntuples(res) == 1 && !PQgetisnull(res, 0, 1) ? json_loads(PQgetvalue(res, 0, 1), 0, &jerr) : NULL;
-	if (db_claim_from_answer(answer, claim, &err) != PF_OK)
-	{
-		json_decref(answer);
-		json_decref(completion);
-		PQclear(res);
-		step_claim_free(claim);
-		return false;
-	}
-	if (!PQgetisnull(res, 0, 2))
-		claim->lease_left_s = atof(PQgetvalue(res, 0, 2));
+	if (hook_error != NULL)
+		log_job(PF_LOG_DEBUG, ids, j, json_pack("{s:O}", "code", json_object_get(hook_error, "code")),
+				"the hook raised in the batch; running the step the usual way");
+	json_decref(hook_error);
 	if (completion != NULL)
 	{
 		*done = true;
@@ -603,8 +583,6 @@ claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, 
 											   "oneTransaction", true),
 				"%s", "step completed");
 	}
-	json_decref(answer);
-	PQclear(res);
 	return true;
 }
 

@@ -11,21 +11,6 @@
 
 #include "payflow/buf.h"
 
-/*
- * With a SQL hook and a "pg" input (the usual case) the step is claimed,
- * its hook run and the step completed by one statement, in one
- * transaction. $1 operation id, $2 worker id, $3 the hook, $4 lease
- * seconds, $5 the step. The hook runs as the worker, as in
- * step_hook_sql.c's COMPLETE_WITH_HOOK.
- */
-#define CLAIM_RUN_COMPLETE \
-	"WITH c AS MATERIALIZED (SELECT payflow.claim_step($1, $5, $2, $4::int) AS a), " \
-	"i AS MATERIALIZED (SELECT c.a, CASE WHEN c.a ->> 'action' = 'run' AND c.a -> 'input' ->> 'store' = 'pg' " \
-	"THEN convert_from(payflow.payload_get(c.a -> 'input'), 'UTF8')::jsonb END AS input FROM c) " \
-	"SELECT i.a, CASE WHEN jsonb_typeof(i.input) = 'object' THEN payflow.complete_step($1, $5, $2, " \
-	"payflow.invoke_postprocess($3::regprocedure, $1, i.input)) END, " \
-	"extract(epoch FROM (i.a ->> 'leaseExpiresAt')::timestamptz - now()) FROM i"
-
 typedef struct hook_thread
 {
 	step_hook  *hook;
@@ -172,13 +157,17 @@ step_hook_run(void *thread, step_run *run)
 		: step_hook_run_http(ht->hook, ht->http, run);
 }
 
+/*
+ * With a SQL hook and a "pg" input (the usual case) steps are claimed,
+ * their hook run and completed by one statement, in one transaction for
+ * a batch (payflow.run_hook_steps); the hook runs as the worker, as in
+ * step_hook_sql.c's COMPLETE_WITH_HOOK.
+ */
 const char *
-step_hook_one_transaction_sql(void *role, const char **extra)
+step_hook_one_transaction_hook(void *role)
 {
 	step_hook  *hook = role;
 
-	if (hook->kind != STEP_HOOK_SQL)
-		return NULL;			/* an HTTP call runs outside the database */
-	*extra = hook->function;
-	return CLAIM_RUN_COMPLETE;
+	/* an HTTP call runs outside the database */
+	return hook->kind == STEP_HOOK_SQL ? hook->function : NULL;
 }

@@ -72,7 +72,7 @@ void	   *step_hook_thread_init(void *role);
 void		step_hook_thread_cleanup(void *thread);
 void		step_hook_interrupt(void *thread);
 step_status step_hook_run(void *thread, step_run *run);
-const char *step_hook_one_transaction_sql(void *role, const char **extra);
+const char *step_hook_one_transaction_hook(void *role);
 
 #define STEP_HOOK_OPS \
 	.cleanup = step_hook_cleanup, \
@@ -80,7 +80,7 @@ const char *step_hook_one_transaction_sql(void *role, const char **extra);
 	.thread_cleanup = step_hook_thread_cleanup, \
 	.run = step_hook_run, \
 	.interrupt = step_hook_interrupt, \
-	.one_transaction_sql = step_hook_one_transaction_sql
+	.one_transaction_hook = step_hook_one_transaction_hook
 
 /* step_hook_http.c, step_hook_sql.c */
 step_status step_hook_run_http(step_hook *hook, pf_http_call *http, step_run *run);

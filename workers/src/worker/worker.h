@@ -199,17 +199,16 @@ typedef struct role_ops
 	 */
 	job_outcome (*handle_event) (void *thread, step_run *run, int *hide_s);
 	/*
-	 * Optional, for a step whose work is SQL in payflow's own database: a
-	 * statement that claims the step, runs the work and completes it in one
-	 * transaction. $1 operation id, $2 worker id, $3 *extra, $4 lease
-	 * seconds, $5 the step; it returns the claim's answer, the completion (NULL when it
-	 * did not complete: the step was not claimable, or its input is not in
-	 * the "pg" store) and the seconds left of the answer's lease. NULL: none
-	 * for this configuration. Should the statement fail, nothing of it
-	 * stays and the step takes the usual path (claim, run, complete), where
-	 * the failure is classified and recorded.
+	 * Optional, for a step whose work is a SQL function in payflow's own
+	 * database: that function ("schema.name(text,jsonb)"), which
+	 * payflow.run_hook_steps then runs between the claim and the completion,
+	 * in one transaction for a batch of steps (batch_claim_run_complete).
+	 * NULL: none for this configuration. A step not completed there (not
+	 * claimable, its input not in the "pg" store, its hook raised) takes
+	 * the usual path (claim, run, complete), where a failure is classified
+	 * and recorded.
 	 */
-	const char *(*one_transaction_sql) (void *role, const char **extra);
+	const char *(*one_transaction_hook) (void *role);
 } role_ops;
 
 extern const role_ops payment_role;
@@ -368,6 +367,10 @@ struct worker
 	int64_t		receive_fill_until_ms;	/* a receive waits for more free slots until then; 0: none */
 	int			receive_asked;	/* what the receive in flight (or the last) asked for */
 	bool		receive_backlog;	/* the last receive was answered in full */
+	int64_t		receive_ended_ms;	/* when the last receive was answered; 0: none yet */
+	int64_t		arrivals_since_ms;	/* start of the window arrivals_counted counts in */
+	int			arrivals_counted;	/* messages received since then */
+	double		arrivals_per_s;	/* messages received per second, recent windows (EWMA) */
 	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 

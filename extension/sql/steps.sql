@@ -454,11 +454,15 @@ $$;
 
 -- The verified content of a "pg" input reference, else NULL.
 CREATE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	AS $$
-	SELECT CASE WHEN payflow._checksum(p.content) = p_ref ->> 'checksum' THEN p.content END
-	  FROM payflow.payloads p
-	 WHERE p_ref ->> 'store' = 'pg' AND p.key = p_ref ->> 'key'
+BEGIN
+	-- PL/pgSQL, whose plan is kept: as a SQL function reading a table (never
+	-- inlined) each call started an executor of its own (20 us, a claim each)
+	RETURN (SELECT CASE WHEN payflow._checksum(p.content) = p_ref ->> 'checksum' THEN p.content END
+			  FROM payflow.payloads p
+			 WHERE p_ref ->> 'store' = 'pg' AND p.key = p_ref ->> 'key');
+END
 $$;
 
 -- Fast claim of the steps of several operations.  Operations are locked in
@@ -531,9 +535,11 @@ BEGIN
 			   'pipelineVersion', c.pipeline_version,
 			   'inputField', c.input_field,
 			   'resultName', c.result_name)),
-		   payflow._inline_input(c.input_ref)
+		   -- _inline_input's rule, as a join: a call per row cost 16 us
+		   CASE WHEN payflow._checksum(p.content) = c.input_ref ->> 'checksum' THEN p.content END
 	  FROM c
-	  JOIN i ON i.id = c.operation_id;
+	  JOIN i ON i.id = c.operation_id
+	  LEFT JOIN payflow.payloads p ON c.input_ref ->> 'store' = 'pg' AND p.key = c.input_ref ->> 'key';
 	-- (data-modifying CTEs run to completion whether or not they are read)
 END
 $$;
@@ -697,13 +703,17 @@ BEGIN
 										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
 		  FROM s
 	), ev AS (
-		SELECT e.operation_id,
-			   payflow._outbox_write(e.event_id, e.operation_id, e.payment_id, e.correlation_id, e.event_type,
-									 e.destination, e.body) AS event_id
+		SELECT payflow._outbox_write_all(array_agg(e.event_id ORDER BY e.operation_id),
+										 array_agg(e.operation_id ORDER BY e.operation_id),
+										 array_agg(e.payment_id ORDER BY e.operation_id),
+										 array_agg(e.correlation_id ORDER BY e.operation_id),
+										 array_agg(e.event_type ORDER BY e.operation_id),
+										 array_agg(e.destination ORDER BY e.operation_id),
+										 array_agg(e.body ORDER BY e.operation_id)) AS written
 		  FROM e
 	)
-	-- ev is read here, so it runs
-	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON ev.operation_id = s.operation_id;
+	-- ev is read here, so it runs (once, for all the events)
+	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON true;
 END
 $$;
 

@@ -276,6 +276,38 @@ submit(worker *w, batch_kind kind, request *req)
 	pthread_mutex_unlock(&batch_lock);
 }
 
+/*
+ * Queue a claim of kind (KIND_CLAIM, KIND_RUN) and wait for its row: the
+ * answer into *claim. The caller takes what else it needs from req and
+ * frees it (request_free).
+ */
+static pf_result
+claim_and_wait(worker *w, batch_kind kind, request *req, step_claim *claim, pf_error *err)
+{
+	pf_result	r;
+
+	memset(claim, 0, sizeof(*claim));
+	claim->lease_left_s = -1;
+	submit(w, kind, req);
+	r = req->r;
+	if (r == PF_OK)
+		r = db_claim_from_answer(req->answer, claim, err);
+	else
+		*err = req->err;
+	if (r == PF_OK)
+		claim->lease_left_s = req->lease_left_s;
+	return r;
+}
+
+static void
+request_free(request *req)
+{
+	json_decref(req->answer);
+	json_decref(req->completion);
+	json_decref(req->item_error);
+	pf_buf_free(&req->input);
+}
+
 pf_result
 batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input, pf_error *err)
 {
@@ -284,26 +316,14 @@ batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *inpu
 
 	memset(&req, 0, sizeof(req));
 	req.operation_id = operation_id;
-	memset(claim, 0, sizeof(*claim));
-	claim->lease_left_s = -1;
 	*has_input = false;
-	submit(w, KIND_CLAIM, &req);
-	r = req.r;
-	if (r == PF_OK)
-		r = db_claim_from_answer(req.answer, claim, err);
-	else
-		*err = req.err;
-	if (r == PF_OK)
+	r = claim_and_wait(w, KIND_CLAIM, &req, claim, err);
+	if (r == PF_OK && req.has_input)
 	{
-		claim->lease_left_s = req.lease_left_s;
-		if (req.has_input)
-		{
-			pf_buf_append(input, req.input.data, req.input.len);
-			*has_input = true;
-		}
+		pf_buf_append(input, req.input.data, req.input.len);
+		*has_input = true;
 	}
-	json_decref(req.answer);
-	pf_buf_free(&req.input);
+	request_free(&req);
 	return r;
 }
 
@@ -317,29 +337,17 @@ batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, 
 	memset(&req, 0, sizeof(req));
 	req.operation_id = operation_id;
 	req.hook = hook;
-	memset(claim, 0, sizeof(*claim));
-	claim->lease_left_s = -1;
 	*completion = NULL;
 	*hook_error = NULL;
-	submit(w, KIND_RUN, &req);
-	r = req.r;
-	if (r == PF_OK)
-		r = db_claim_from_answer(req.answer, claim, err);
-	else
-		*err = req.err;
+	r = claim_and_wait(w, KIND_RUN, &req, claim, err);
 	if (r == PF_OK)
 	{
-		claim->lease_left_s = req.lease_left_s;
+		/* handed over: not freed with the request */
 		*completion = req.completion;
 		*hook_error = req.item_error;
+		req.completion = req.item_error = NULL;
 	}
-	else
-	{
-		json_decref(req.completion);
-		json_decref(req.item_error);
-	}
-	json_decref(req.answer);
-	pf_buf_free(&req.input);
+	request_free(&req);
 	return r;
 }
 

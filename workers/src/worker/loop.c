@@ -603,58 +603,18 @@ drain_progress(worker *w, int64_t now)
  * the queue has a backlog (the last receive was answered in full), a
  * receive for less than a full batch waits up to PAYFLOW_SQS_BATCH_WAIT_MS
  * for more slots to free: a burst is then taken ten at a time, not one or
- * two per finished step.
- *
- * A steady flow is batched too. A long poll returns as soon as one message
- * is there, so a queue fed at a few hundred messages a second was read one
- * or two at a time: a receive, a claim, a completion and a delete per
- * message (the pipeline bench measured claims of 1.3 steps). When the
- * recent arrival rate brings at least two messages within the wait, the
- * next receive waits after the last one for the time the rate takes to
- * bring a full batch, at most PAYFLOW_SQS_BATCH_WAIT_MS; the messages wait
- * in the queue meanwhile, not in this process. Sparse traffic (less than
- * two messages per wait) is received at once: latency comes first.
+ * two per finished step. A steady flow is batched too: the next receive
+ * waits for it to bring a full batch, at most that long (receive_pacing.h).
+ * With nothing held and no flow, or nothing waiting in the queue, the
+ * receive goes at once (a long poll: latency comes first).
  */
-#define ARRIVAL_WINDOW_MS 250
-
-/* A receive was answered with n messages: the arrival rate. */
-static void
-note_arrivals(worker *w, int n, int64_t now)
-{
-	w->receive_ended_ms = now;
-	if (w->arrivals_since_ms == 0)
-		w->arrivals_since_ms = now;
-	w->arrivals_counted += n;
-	if (now - w->arrivals_since_ms >= ARRIVAL_WINDOW_MS)
-	{
-		double		rate = w->arrivals_counted * 1000.0 / (double) (now - w->arrivals_since_ms);
-
-		w->arrivals_per_s = 0.5 * w->arrivals_per_s + 0.5 * rate;
-		w->arrivals_since_ms = now;
-		w->arrivals_counted = 0;
-	}
-}
-
-/* How long after the last receive the next one waits for a steady flow; 0: not at all. */
-static int64_t
-flow_hold_ms(const worker *w, int full)
-{
-	double		wait = w->cfg.sqs_batch_wait_ms;
-	double		hold;
-
-	if (w->arrivals_per_s * wait / 1000.0 < 2.0)
-		return 0;
-	hold = full * 1000.0 / w->arrivals_per_s;
-	return (int64_t) (hold < wait ? hold : wait);
-}
-
 static void
 receive_if_room(worker *w, int64_t now)
 {
 	int			free_slots = w->concurrency - w->n_held;
 	int			full = w->concurrency < 10 ? w->concurrency : 10;
 	int			max = free_slots < 10 ? free_slots : 10;
-	int64_t		hold;
+	int64_t		not_before;
 
 	w->receive_fill_until_ms = 0;
 	if (w->draining || free_slots <= 0 || w->transport->ops->receiving(w->transport))
@@ -667,10 +627,10 @@ receive_if_room(worker *w, int64_t now)
 		w->receive_fill_until_ms = w->slots_free_since_ms + w->cfg.sqs_batch_wait_ms;
 		return;
 	}
-	hold = w->receive_backlog ? 0 : flow_hold_ms(w, max);
-	if (hold > 0 && now < w->receive_ended_ms + hold)
+	not_before = w->receive_backlog ? 0 : receive_pacing_not_before(&w->pacing, max, w->cfg.sqs_batch_wait_ms);
+	if (now < not_before)
 	{
-		w->receive_fill_until_ms = w->receive_ended_ms + hold;
+		w->receive_fill_until_ms = not_before;
 		return;
 	}
 	w->transport->ops->receive(w->transport, max, w->visibility_s);
@@ -754,7 +714,7 @@ worker_run(worker *w)
 		if (receiving && !w->transport->ops->receiving(w->transport))
 		{
 			w->receive_backlog = n_got >= w->receive_asked;
-			note_arrivals(w, n_got, pf_now_ms());
+			receive_pacing_note(&w->pacing, n_got, pf_now_ms());
 		}
 		for (int i = 0; i < n_got; i++)
 		{

@@ -59,6 +59,8 @@
 #include "payflow/log.h"
 #include "payflow/pg.h"
 
+#include "receive_pacing.h"
+
 typedef struct worker worker;
 typedef struct job job;
 typedef struct executor executor;
@@ -367,10 +369,7 @@ struct worker
 	int64_t		receive_fill_until_ms;	/* a receive waits for more free slots until then; 0: none */
 	int			receive_asked;	/* what the receive in flight (or the last) asked for */
 	bool		receive_backlog;	/* the last receive was answered in full */
-	int64_t		receive_ended_ms;	/* when the last receive was answered; 0: none yet */
-	int64_t		arrivals_since_ms;	/* start of the window arrivals_counted counts in */
-	int			arrivals_counted;	/* messages received since then */
-	double		arrivals_per_s;	/* messages received per second, recent windows (EWMA) */
+	receive_pacing pacing;		/* when the next receive goes, for a steady flow */
 	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 

@@ -43,7 +43,8 @@ DROP ROLE pp_worker_test;
 
 -- run_hook_steps: a batch of hook steps in one transaction.  Four
 -- operations at POST_PROCESS: two whose hook succeeds (one of them twice
--- in the batch, as a message delivered twice: busy, the hook run once),
+-- in the batch, as a message delivered twice: busy, its hook run once, the
+-- completion given to both),
 -- one whose hook raises after writing, one already done; plus an unknown
 -- operation.  Hooks run with invoke_postprocess's search_path: they name
 -- their own tables with their schema.

@@ -84,6 +84,9 @@ $$;
 --    usual path for it (the hook again, its error classified and recorded).
 --  - An item not done here (claim answer other than run, an input in S3)
 --    has its claim's answer and no completion: the usual path goes on.
+--    An id given twice (a message delivered twice into one batch) is
+--    answered busy by claim_steps, so its hook runs once; the repeat gets
+--    the completion too, so that its message is deleted as done.
 --  - What a hook wrote commits with its step's completion or not at all:
 --    should complete_steps refuse an item the batch just claimed, the whole
 --    call fails (PF004 or the item's own code), and nothing of it stays.
@@ -96,34 +99,28 @@ CREATE FUNCTION payflow.run_hook_steps(step text, worker_id text, hook regproced
 DECLARE
 	r record;
 	c record;
-	v_rows jsonb[] := '{}';		-- per item: {"answer", "error", "completion"}
-	v_items jsonb := '[]';		-- complete_steps' items
-	v_slot integer[] := '{}';	-- complete_steps' item n is operation_ids' v_slot[n]
-	v_first jsonb := '{}';		-- operation id -> the item that ran its hook
+	v_answers jsonb[] := '{}';		-- by item
+	v_errors jsonb[] := '{}';
+	v_done jsonb := '{}';			-- operation id -> its completion
+	v_items jsonb := '[]';			-- complete_steps' items
 	v_input jsonb;
-	v_result jsonb;
 BEGIN
 	IF hook IS NULL THEN
 		RAISE EXCEPTION 'hook must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) ORDER BY 1 LOOP
-		v_rows[r.item] := jsonb_build_object('answer', r.answer, 'error', r.error);
-		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL
-			-- a message delivered twice into one batch: the hook runs once
-			OR v_first ? r.operation_id;
-		v_first := v_first || jsonb_build_object(r.operation_id, r.item);
+	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) LOOP
+		v_answers[r.item] := r.answer;
+		v_errors[r.item] := r.error;
+		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL;
 		BEGIN
 			v_input := convert_from(r.input, 'UTF8')::jsonb;
-			IF jsonb_typeof(v_input) IS DISTINCT FROM 'object' THEN
-				CONTINUE;		-- the usual path says why
+			IF jsonb_typeof(v_input) = 'object' THEN	-- else the usual path says why
+				v_items := v_items || jsonb_build_array(jsonb_build_object(
+					'operationId', r.operation_id,
+					'result', payflow.invoke_postprocess(hook, r.operation_id, v_input)));
 			END IF;
-			v_result := payflow.invoke_postprocess(hook, r.operation_id, v_input);
-			v_items := v_items || jsonb_build_array(jsonb_build_object('operationId', r.operation_id,
-																	   'result', v_result));
-			v_slot := v_slot || r.item;
 		EXCEPTION WHEN OTHERS THEN
-			v_rows[r.item] := v_rows[r.item] || jsonb_build_object('error',
-				jsonb_build_object('code', SQLSTATE, 'message', SQLERRM));
+			v_errors[r.item] := jsonb_build_object('code', SQLSTATE, 'message', SQLERRM);
 		END;
 	END LOOP;
 	IF jsonb_array_length(v_items) > 0 THEN
@@ -133,16 +130,15 @@ BEGIN
 					step, c.operation_id, c.error ->> 'message'
 					USING ERRCODE = coalesce(c.error ->> 'code', 'PF004');
 			END IF;
-			v_rows[v_slot[c.item]] := v_rows[v_slot[c.item]] || jsonb_build_object('completion', c.answer);
+			v_done := v_done || jsonb_build_object(c.operation_id, c.answer);
 		END LOOP;
 	END IF;
 	FOR v_n IN 1 .. cardinality(operation_ids) LOOP
 		item := v_n;
 		operation_id := operation_ids[v_n];
-		answer := nullif(v_rows[v_n] -> 'answer', 'null');
-		completion := coalesce(nullif(v_rows[v_n] -> 'completion', 'null'),
-							   nullif(v_rows[(v_first ->> operation_ids[v_n])::integer] -> 'completion', 'null'));
-		error := nullif(v_rows[v_n] -> 'error', 'null');
+		answer := v_answers[v_n];
+		error := v_errors[v_n];
+		completion := CASE WHEN error IS NULL THEN v_done -> operation_id END;
 		RETURN NEXT;
 	END LOOP;
 END

@@ -46,6 +46,11 @@ INSERT INTO payflow.pipelines (version, completed_event, failed_event, note)
 VALUES (1, 'OperationCompleted', 'OperationFailed', 'the default pipeline');
 
 -- The outbox writer, a batch of events in one statement (see outbox.sql).
+-- A payload's content if it matches its reference's checksum (see steps.sql).
+CREATE OR REPLACE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
+	LANGUAGE sql IMMUTABLE
+	AS $$ SELECT CASE WHEN payflow._checksum(p_content) = p_ref ->> 'checksum' THEN p_content END $$;
+
 CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
 										  p_correlation_ids text[], p_event_types text[], p_destinations text[],
 										  p_bodies jsonb[])
@@ -142,34 +147,28 @@ CREATE OR REPLACE FUNCTION payflow.run_hook_steps(step text, worker_id text, hoo
 DECLARE
 	r record;
 	c record;
-	v_rows jsonb[] := '{}';		-- per item: {"answer", "error", "completion"}
-	v_items jsonb := '[]';		-- complete_steps' items
-	v_slot integer[] := '{}';	-- complete_steps' item n is operation_ids' v_slot[n]
-	v_first jsonb := '{}';		-- operation id -> the item that ran its hook
+	v_answers jsonb[] := '{}';		-- by item
+	v_errors jsonb[] := '{}';
+	v_done jsonb := '{}';			-- operation id -> its completion
+	v_items jsonb := '[]';			-- complete_steps' items
 	v_input jsonb;
-	v_result jsonb;
 BEGIN
 	IF hook IS NULL THEN
 		RAISE EXCEPTION 'hook must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) ORDER BY 1 LOOP
-		v_rows[r.item] := jsonb_build_object('answer', r.answer, 'error', r.error);
-		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL
-			-- a message delivered twice into one batch: the hook runs once
-			OR v_first ? r.operation_id;
-		v_first := v_first || jsonb_build_object(r.operation_id, r.item);
+	FOR r IN SELECT * FROM payflow.claim_steps(step, worker_id, operation_ids, lease_seconds) LOOP
+		v_answers[r.item] := r.answer;
+		v_errors[r.item] := r.error;
+		CONTINUE WHEN r.error IS NOT NULL OR r.answer ->> 'action' IS DISTINCT FROM 'run' OR r.input IS NULL;
 		BEGIN
 			v_input := convert_from(r.input, 'UTF8')::jsonb;
-			IF jsonb_typeof(v_input) IS DISTINCT FROM 'object' THEN
-				CONTINUE;		-- the usual path says why
+			IF jsonb_typeof(v_input) = 'object' THEN	-- else the usual path says why
+				v_items := v_items || jsonb_build_array(jsonb_build_object(
+					'operationId', r.operation_id,
+					'result', payflow.invoke_postprocess(hook, r.operation_id, v_input)));
 			END IF;
-			v_result := payflow.invoke_postprocess(hook, r.operation_id, v_input);
-			v_items := v_items || jsonb_build_array(jsonb_build_object('operationId', r.operation_id,
-																	   'result', v_result));
-			v_slot := v_slot || r.item;
 		EXCEPTION WHEN OTHERS THEN
-			v_rows[r.item] := v_rows[r.item] || jsonb_build_object('error',
-				jsonb_build_object('code', SQLSTATE, 'message', SQLERRM));
+			v_errors[r.item] := jsonb_build_object('code', SQLSTATE, 'message', SQLERRM);
 		END;
 	END LOOP;
 	IF jsonb_array_length(v_items) > 0 THEN
@@ -179,16 +178,15 @@ BEGIN
 					step, c.operation_id, c.error ->> 'message'
 					USING ERRCODE = coalesce(c.error ->> 'code', 'PF004');
 			END IF;
-			v_rows[v_slot[c.item]] := v_rows[v_slot[c.item]] || jsonb_build_object('completion', c.answer);
+			v_done := v_done || jsonb_build_object(c.operation_id, c.answer);
 		END LOOP;
 	END IF;
 	FOR v_n IN 1 .. cardinality(operation_ids) LOOP
 		item := v_n;
 		operation_id := operation_ids[v_n];
-		answer := nullif(v_rows[v_n] -> 'answer', 'null');
-		completion := coalesce(nullif(v_rows[v_n] -> 'completion', 'null'),
-							   nullif(v_rows[(v_first ->> operation_ids[v_n])::integer] -> 'completion', 'null'));
-		error := nullif(v_rows[v_n] -> 'error', 'null');
+		answer := v_answers[v_n];
+		error := v_errors[v_n];
+		completion := CASE WHEN error IS NULL THEN v_done -> operation_id END;
 		RETURN NEXT;
 	END LOOP;
 END
@@ -964,7 +962,7 @@ CREATE OR REPLACE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
 BEGIN
 	-- PL/pgSQL, whose plan is kept: as a SQL function reading a table (never
 	-- inlined) each call started an executor of its own (20 us, a claim each)
-	RETURN (SELECT CASE WHEN payflow._checksum(p.content) = p_ref ->> 'checksum' THEN p.content END
+	RETURN (SELECT payflow._verified_content(p_ref, p.content)
 			  FROM payflow.payloads p
 			 WHERE p_ref ->> 'store' = 'pg' AND p.key = p_ref ->> 'key');
 END
@@ -1219,8 +1217,8 @@ BEGIN
 			   'pipelineVersion', c.pipeline_version,
 			   'inputField', c.input_field,
 			   'resultName', c.result_name)),
-		   -- _inline_input's rule, as a join: a call per row cost 16 us
-		   CASE WHEN payflow._checksum(p.content) = c.input_ref ->> 'checksum' THEN p.content END
+		   -- _inline_input as a join: a call per row cost 16 us
+		   payflow._verified_content(c.input_ref, p.content)
 	  FROM c
 	  JOIN i ON i.id = c.operation_id
 	  LEFT JOIN payflow.payloads p ON c.input_ref ->> 'store' = 'pg' AND p.key = c.input_ref ->> 'key';
@@ -1332,13 +1330,12 @@ BEGIN
 										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
 		  FROM s
 	), ev AS (
-		SELECT payflow._outbox_write_all(array_agg(e.event_id ORDER BY e.operation_id),
-										 array_agg(e.operation_id ORDER BY e.operation_id),
-										 array_agg(e.payment_id ORDER BY e.operation_id),
-										 array_agg(e.correlation_id ORDER BY e.operation_id),
-										 array_agg(e.event_type ORDER BY e.operation_id),
-										 array_agg(e.destination ORDER BY e.operation_id),
-										 array_agg(e.body ORDER BY e.operation_id)) AS written
+		-- the aggregates of one scan see the rows in one order, so the
+		-- arrays line up (one event per operation: no order to keep)
+		SELECT payflow._outbox_write_all(array_agg(e.event_id), array_agg(e.operation_id),
+										 array_agg(e.payment_id), array_agg(e.correlation_id),
+										 array_agg(e.event_type), array_agg(e.destination),
+										 array_agg(e.body)) AS written
 		  FROM e
 	)
 	-- ev is read here, so it runs (once, for all the events)
@@ -1733,6 +1730,7 @@ REVOKE ALL ON FUNCTION
 	payflow._require_batch(text, integer),
 	payflow._require_items(jsonb),
 	payflow._inline_input(jsonb),
+	payflow._verified_content(jsonb, bytea),
 	payflow._claim_step_full(text, text, text, integer),
 	payflow._complete_step_full(text, text, text, jsonb, jsonb),
 	payflow._claim_fast(text, text, text[], integer),

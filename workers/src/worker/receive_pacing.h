@@ -6,7 +6,8 @@
  * few hundred messages a second was read one or two at a time: a receive,
  * a claim, a completion and a delete per message (the pipeline bench
  * measured claims of 1.3 steps). The pacing keeps the recent arrival rate
- * (messages per receive, over windows of ARRIVAL_WINDOW_MS, smoothed); when
+ * (messages received per second, over windows of ARRIVAL_WINDOW_MS,
+ * smoothed); when
  * that rate brings at least two messages within the wait
  * (PAYFLOW_SQS_BATCH_WAIT_MS), the next receive waits after the last one
  * for the time the rate takes to bring a full batch, at most the wait. The

@@ -678,8 +678,8 @@ BEGIN
 END
 $$;
 
--- Steps that should be moving and are not, found through the steps'
--- partial indexes: RUNNING past their lease, PENDING for longer than
+-- Steps that should be moving and are not, among the open steps
+-- (steps_open_idx): RUNNING past their lease, PENDING for longer than
 -- payflow.stuck_after, RETRY_WAIT more than a minute past their time.
 -- limit (default 100) per kind.  {"items":[…]}
 CREATE FUNCTION payflow.admin_stuck(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
@@ -700,15 +700,15 @@ BEGIN
 				   ORDER BY s.since), '[]')
 		  FROM (
 			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since FROM payflow.steps x
-			  WHERE x.status = 'RUNNING' AND x.claimed_at < now() AND x.lease_expires_at < now()
+			  WHERE x.finished_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
 			  ORDER BY x.claimed_at LIMIT v_limit)
 			UNION ALL
 			(SELECT x.*, 'pending_too_long', x.pending_since FROM payflow.steps x
-			  WHERE x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
+			  WHERE x.finished_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
 			  ORDER BY x.pending_since LIMIT v_limit)
 			UNION ALL
 			(SELECT x.*, 'retry_overdue', x.next_attempt_at FROM payflow.steps x
-			  WHERE x.status = 'RETRY_WAIT' AND x.next_attempt_at < now() - interval '1 minute'
+			  WHERE x.next_attempt_at < now() - interval '1 minute' AND x.status = 'RETRY_WAIT'
 			  ORDER BY x.next_attempt_at LIMIT v_limit)) s
 		  JOIN payflow.operations o ON o.id = s.operation_id));
 END

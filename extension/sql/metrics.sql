@@ -5,8 +5,8 @@
 
 -- Health figures for dashboards and alarms.  Scraped often (the HTTP edge's
 -- /metrics), so it never scans all retained operations: every operation not
--- yet terminal has exactly one step PENDING, RUNNING or RETRY_WAIT, found
--- through the steps' partial indexes; recent terminal operations and
+-- yet terminal has exactly one open step (PENDING, RUNNING or RETRY_WAIT),
+-- found through steps_open_idx; recent terminal operations and
 -- finished steps come from the terminal_at and finished_at indexes.  Its
 -- cost follows the work in flight and the last hour, not the retention.
 CREATE FUNCTION payflow.metrics() RETURNS jsonb
@@ -17,8 +17,8 @@ CREATE FUNCTION payflow.metrics() RETURNS jsonb
 		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
 		  FROM payflow.steps s
 		  JOIN payflow.operations o ON o.id = s.operation_id
-		 -- ORed, not IN (...): each arm matches one partial index (BitmapOr)
-		 WHERE s.status = 'PENDING' OR s.status = 'RUNNING' OR s.status = 'RETRY_WAIT'
+		 WHERE s.finished_at IS NULL	-- steps_open_idx's predicate
+		   AND s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
 	), recent AS (
 		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (

@@ -45,6 +45,24 @@ CREATE TABLE payflow.pipelines (
 INSERT INTO payflow.pipelines (version, completed_event, failed_event, note)
 VALUES (1, 'OperationCompleted', 'OperationFailed', 'the default pipeline');
 
+-- Claims and heartbeats become HOT updates: the scheduler's partial
+-- indexes on status give way to the open steps' index, which run_scheduler
+-- sweeps from where it stopped (see tables.sql and scheduler.sql).
+DROP INDEX payflow.steps_pending_idx;
+DROP INDEX payflow.steps_running_idx;
+DROP INDEX payflow.steps_retry_idx;
+CREATE INDEX steps_open_idx ON payflow.steps (operation_id, step_name) WHERE finished_at IS NULL;
+CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+ALTER TABLE payflow.steps SET (fillfactor = 50);
+CREATE TABLE payflow.scheduler_sweep (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	after_operation text COLLATE "C" NOT NULL DEFAULT '',
+	after_step text COLLATE "C" NOT NULL DEFAULT '',
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
+GRANT SELECT ON payflow.scheduler_sweep TO payflow_admin;
+
 -- The outbox writer, a batch of events in one statement (see outbox.sql).
 -- A payload's content if it matches its reference's checksum (see steps.sql).
 CREATE OR REPLACE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
@@ -478,8 +496,8 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
 		  FROM payflow.steps s
 		  JOIN payflow.operations o ON o.id = s.operation_id
-		 -- ORed, not IN (...): each arm matches one partial index (BitmapOr)
-		 WHERE s.status = 'PENDING' OR s.status = 'RUNNING' OR s.status = 'RETRY_WAIT'
+		 WHERE s.finished_at IS NULL	-- steps_open_idx's predicate
+		   AND s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
 	), recent AS (
 		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (
@@ -597,43 +615,80 @@ DECLARE
 	v_failed integer := 0;
 	v_due integer := 0;
 	v_stuck integer := 0;
+	v_sweep payflow.scheduler_sweep;
+	v_scan integer;
+	v_seen integer := 0;
 BEGIN
 	IF max_rows IS NULL THEN
 		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
 	ELSIF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	v_scan := least(max_rows, 100000) * 10;
 
-	FOR r IN SELECT operation_id, step_name FROM payflow.steps
-			  WHERE status = 'RUNNING' AND lease_expires_at < now()
-			  ORDER BY claimed_at LIMIT max_rows
-	LOOP
-		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
-		CONTINUE WHEN NOT FOUND;
-		s := payflow._lock_step(r.operation_id, r.step_name);
-		CONTINUE WHEN s.status IS DISTINCT FROM 'RUNNING' OR s.lease_expires_at >= now();
-		d := payflow._step_of(o.pipeline_version, s.step_name);
-		v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
-		IF s.attempt >= v_max THEN
-			PERFORM payflow._fail_operation(o, s,
-				jsonb_build_object('code', 'lease_expired',
-								   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
-				'payflow scheduler');
-			v_failed := v_failed + 1;
-		ELSE
-			-- lease_owner stays: the late worker may still report its outcome
-			-- until another worker claims the step.
-			UPDATE payflow.steps
-			   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
-				   last_error = jsonb_build_object('code', 'lease_expired',
-												   'message', format('lease of %s expired', s.lease_owner))
-			 WHERE operation_id = s.operation_id AND step_name = s.step_name;
-			v_expired := v_expired + 1;
+	-- One sweep at a time (pg_cron may start a call while one runs): a
+	-- second caller skips 1 and 2 this time.
+	SELECT * INTO v_sweep FROM payflow.scheduler_sweep FOR UPDATE SKIP LOCKED;
+	IF FOUND THEN
+		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
+				   FROM payflow.steps x
+				  WHERE x.finished_at IS NULL
+					AND (x.operation_id, x.step_name) > (v_sweep.after_operation, v_sweep.after_step)
+				  ORDER BY x.operation_id, x.step_name LIMIT v_scan
+		LOOP
+			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;
+			v_seen := v_seen + 1;
+			v_sweep.after_operation := r.operation_id;
+			v_sweep.after_step := r.step_name;
+			CONTINUE WHEN NOT ((r.status = 'RUNNING' AND r.lease_expires_at < now())
+							   OR (r.status = 'PENDING' AND r.pending_since < now() - v_stuck_after));
+			SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+			CONTINUE WHEN NOT FOUND;
+			s := payflow._lock_step(r.operation_id, r.step_name);
+			IF s.status = 'RUNNING' AND s.lease_expires_at < now() THEN
+				d := payflow._step_of(o.pipeline_version, s.step_name);
+				v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
+				IF s.attempt >= v_max THEN
+					PERFORM payflow._fail_operation(o, s,
+						jsonb_build_object('code', 'lease_expired',
+										   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+						'payflow scheduler');
+					v_failed := v_failed + 1;
+				ELSE
+					-- lease_owner stays: the late worker may still report its outcome
+					-- until another worker claims the step.  Due at once: part 3
+					-- below emits its request in this call.
+					UPDATE payflow.steps
+					   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
+						   last_error = jsonb_build_object('code', 'lease_expired',
+														   'message', format('lease of %s expired', s.lease_owner))
+					 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+					v_expired := v_expired + 1;
+				END IF;
+			ELSIF s.status = 'PENDING' AND s.pending_since < now() - v_stuck_after THEN
+				-- Re-armed either way, so it is not stuck again until stuck_after.
+				UPDATE payflow.steps SET pending_since = now()
+				 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+				-- An event of this payment still in the outbox will be delivered;
+				-- another copy would only be a duplicate.
+				CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
+									   WHERE message_group_id = payflow._message_group_id(o.payment_id));
+				PERFORM payflow._emit_step_request(o, s);
+				v_stuck := v_stuck + 1;
+			END IF;
+		END LOOP;
+		IF v_seen < v_scan AND v_expired + v_failed < max_rows AND v_stuck < max_rows THEN
+			-- the end of the open steps: the next call starts from the first
+			v_sweep.after_operation := '';
+			v_sweep.after_step := '';
 		END IF;
-	END LOOP;
+		UPDATE payflow.scheduler_sweep
+		   SET after_operation = v_sweep.after_operation, after_step = v_sweep.after_step, updated_at = now()
+		 WHERE id;
+	END IF;
 
 	FOR r IN SELECT operation_id, step_name FROM payflow.steps
-			  WHERE status = 'RETRY_WAIT' AND next_attempt_at <= now()
+			  WHERE next_attempt_at <= now() AND status = 'RETRY_WAIT'
 			  ORDER BY next_attempt_at LIMIT max_rows
 	LOOP
 		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
@@ -645,25 +700,6 @@ BEGIN
 		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
 		PERFORM payflow._emit_step_request(o, s);
 		v_due := v_due + 1;
-	END LOOP;
-
-	FOR r IN SELECT operation_id, step_name FROM payflow.steps
-			  WHERE status = 'PENDING' AND pending_since < now() - v_stuck_after
-			  ORDER BY pending_since LIMIT max_rows
-	LOOP
-		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
-		CONTINUE WHEN NOT FOUND;
-		s := payflow._lock_step(r.operation_id, r.step_name);
-		CONTINUE WHEN s.status IS DISTINCT FROM 'PENDING' OR s.pending_since >= now() - v_stuck_after;
-		-- Re-armed either way, so the scan moves on to older rows next time.
-		UPDATE payflow.steps SET pending_since = now()
-		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
-		-- An event of this payment still in the outbox will be delivered;
-		-- another copy would only be a duplicate.
-		CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
-							   WHERE message_group_id = payflow._message_group_id(o.payment_id));
-		PERFORM payflow._emit_step_request(o, s);
-		v_stuck := v_stuck + 1;
 	END LOOP;
 
 	PERFORM payflow._wake_listeners();

@@ -138,10 +138,18 @@ CREATE TABLE payflow.operation_history (
 	PRIMARY KEY (operation_id, id)
 );
 
--- Steps churn: claim, heartbeat, complete.  Heartbeats only touch
--- lease_expires_at, which no index contains, so they are HOT updates;
--- fillfactor leaves room on the page for them.  The partial indexes keep
--- the scheduler's scans to the rows that can need it.
+-- Steps churn: claim, heartbeat, complete.  A claim and a heartbeat touch
+-- no indexed column, so they are HOT updates (0.4.0: the scheduler's three
+-- partial indexes on status made every claim write the whole row and two
+-- index entries to the WAL, 0.7 KB a claim): the indexes below name only
+-- columns the common path leaves alone until the step finishes.
+-- A HOT update needs room on the row's own page, and a batch claims up to
+-- ten steps of one page in one transaction, when none of the old versions
+-- can be pruned yet: at fillfactor 50 a page keeps room for a second
+-- version of each of its rows (at 70, a quarter of the claims in the
+-- step-engine bench found no room and were not HOT).  Finished rows keep
+-- the room until vacuum hands it to new rows: the table is larger, the WAL
+-- smaller.
 CREATE TABLE payflow.steps (
 	operation_id text COLLATE "C" NOT NULL,
 	step_name text COLLATE "C" NOT NULL,
@@ -153,27 +161,42 @@ CREATE TABLE payflow.steps (
 	lease_expires_at timestamptz,
 	claimed_at timestamptz,
 	pending_since timestamptz,		-- set while PENDING: stuck detection
-	next_attempt_at timestamptz,	-- set while RETRY_WAIT
+	next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
 	external_ref text,				-- e.g. the legacy job of submit-poll mode
 	result jsonb,
 	result_ref jsonb,
 	completion jsonb,				-- answer of complete_step, repeated verbatim
 	last_error jsonb,
 	created_at timestamptz NOT NULL DEFAULT now(),
-	finished_at timestamptz,
+	finished_at timestamptz,		-- set when SUCCEEDED, FAILED or CANCELLED, and only then
 	PRIMARY KEY (operation_id, step_name)
-) WITH (fillfactor = 70,
+) WITH (fillfactor = 50,
 		autovacuum_vacuum_scale_factor = 0.02,
 		autovacuum_analyze_scale_factor = 0.05,
 		autovacuum_vacuum_cost_delay = 0);
 
-CREATE INDEX steps_pending_idx ON payflow.steps (pending_since) WHERE status = 'PENDING';
-CREATE INDEX steps_running_idx ON payflow.steps (claimed_at) WHERE status = 'RUNNING';
-CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE status = 'RETRY_WAIT';
+-- The open steps (PENDING, RUNNING, RETRY_WAIT): one per operation in
+-- flight.  run_scheduler sweeps them in key order, a bounded slice a call
+-- from where the last one stopped (payflow.scheduler_sweep), for expired
+-- leases and stuck steps; metrics() counts them.  Its key never changes
+-- and a step leaves it when it finishes, whose update is not HOT anyway.
+CREATE INDEX steps_open_idx ON payflow.steps (operation_id, step_name) WHERE finished_at IS NULL;
+-- Retries by due time.  next_attempt_at is NULL from insert to claim on
+-- the common path, so a claim leaves this index alone.
+CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 -- metrics(): the steps finished in the last hour, without reading the others.
--- An entry is added once per step, when it finishes (that update changes the
--- status, so it is not HOT anyway).
+-- An entry is added once per step, when it finishes.
 CREATE INDEX steps_finished_idx ON payflow.steps (finished_at) WHERE finished_at IS NOT NULL;
+
+-- Where run_scheduler's sweep of the open steps stopped: the key of the
+-- last step it looked at ('' and '': start from the first).  One row.
+CREATE TABLE payflow.scheduler_sweep (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	after_operation text COLLATE "C" NOT NULL DEFAULT '',
+	after_step text COLLATE "C" NOT NULL DEFAULT '',
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
 
 -- The transactional outbox.  Rows live from the state change that wrote
 -- them to the relay's ack, which deletes them: the table stays as small as

@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(70);
+SELECT plan(71);
 
 -- schema
 SELECT has_schema('payflow');
@@ -12,7 +12,7 @@ SELECT has_schema('payflow');
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
 	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts',
-	'pipelines', 'destinations']
+	'pipelines', 'destinations', 'scheduler_sweep']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
@@ -24,7 +24,7 @@ SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg
 		  'every public function has a COMMENT');
 -- hot tables are built for churn
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=30'] FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'outbox leaves room for HOT updates (a claim updates whole pages)');
-SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for HOT updates');
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=50'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for a HOT claim of every row of a page');
 SELECT ok((SELECT bool_or(o LIKE 'autovacuum_vacuum_scale_factor=%') FROM pg_class, unnest(reloptions) o WHERE oid = 'payflow.outbox'::regclass), 'outbox has its own autovacuum settings');
 -- a heartbeat changes no indexed column, so it can be a HOT update
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
@@ -32,6 +32,14 @@ SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid =
 						 AND a.attname = 'lease_expires_at'
 						 AND (a.attnum = ANY (i.indkey) OR pg_get_expr(i.indpred, i.indrelid) LIKE '%lease_expires_at%')),
 		  'lease_expires_at is in no index of payflow.steps');
+-- nor does a claim (status, attempt, lease, claimed_at, pending_since)
+SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+					   WHERE i.indrelid = 'payflow.steps'::regclass
+						 AND a.attname IN ('status', 'attempt', 'lease_owner', 'lease_expires_at', 'claimed_at',
+										   'pending_since', 'external_ref')
+						 AND (a.attnum = ANY (i.indkey)
+							  OR pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M'))),
+		  'claims, heartbeats and saved refs change no indexed column of payflow.steps');
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
 					   WHERE i.indrelid = 'payflow.outbox'::regclass
 						 AND a.attname IN ('claimed_by', 'claim_expires_at', 'attempts', 'available_at')

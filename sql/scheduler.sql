@@ -61,3 +61,38 @@ UPDATE payflow.steps SET pending_since = now() - interval '1 hour' WHERE status 
 TRUNCATE payflow.outbox;
 SELECT (payflow.run_scheduler(2) ->> 'stuckRedriven')::int AS bounded;
 SELECT * FROM pf_try($$SELECT payflow.run_scheduler(0)$$);
+
+-- the sweep of the open steps: a call looks at 10 x max_rows of them from
+-- where the last call stopped, so an expired lease behind many open steps
+-- is found within (open steps / (10 x max_rows)) + 1 calls, not at once;
+-- at the end the sweep starts over from the first
+UPDATE payflow.steps SET pending_since = now() WHERE status = 'PENDING';
+SELECT count(payflow.submit('sch-sweep-' || n, '{}')) AS submitted FROM generate_series(1, 30) n;
+SELECT max(id) AS op_last FROM payflow.operations WHERE payment_id LIKE 'sch-sweep-%' \gset
+SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op_last', 'PROCESS_PAYMENT', 'w-sweep', 60) c;
+UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op_last';
+SELECT count(*) AS open_steps FROM payflow.steps WHERE finished_at IS NULL \gset
+UPDATE payflow.scheduler_sweep SET after_operation = '', after_step = '';
+CREATE FUNCTION pg_temp.calls_to_expire(p_max integer) RETURNS integer
+	LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. p_max LOOP
+		IF (payflow.run_scheduler(1) ->> 'expiredLeases')::int > 0 THEN
+			RETURN i;
+		END IF;
+	END LOOP;
+	RETURN NULL;
+END
+$$;
+SELECT pg_temp.calls_to_expire(1000) AS calls \gset
+SELECT :open_steps > 10 AS more_open_steps_than_a_call_sees,
+	   :calls > 1 AS not_found_by_the_first_call,
+	   :calls <= :open_steps / 10 + 1 AS found_within_one_sweep;
+SELECT status, last_error ->> 'code' AS code FROM payflow.steps WHERE operation_id = :'op_last';
+-- nothing else expired; a call that sees to the end starts over next time
+SELECT pg_temp.calls_to_expire(:open_steps / 10 + 2) IS NULL AS nothing_else_expired;
+UPDATE payflow.scheduler_sweep SET after_operation = '', after_step = '';
+SELECT payflow.run_scheduler(1) ->> 'expiredLeases' AS expired;
+SELECT after_operation <> '' AS midway FROM payflow.scheduler_sweep;
+SELECT payflow.run_scheduler() ->> 'expiredLeases' AS expired;
+SELECT after_operation = '' AS started_over FROM payflow.scheduler_sweep;

@@ -45,15 +45,90 @@ CREATE TABLE payflow.pipelines (
 INSERT INTO payflow.pipelines (version, completed_event, failed_event, note)
 VALUES (1, 'OperationCompleted', 'OperationFailed', 'the default pipeline');
 
--- Claims and heartbeats become HOT updates: the scheduler's partial
--- indexes on status give way to the open steps' index, which run_scheduler
--- sweeps from where it stopped (see tables.sql and scheduler.sql).
-DROP INDEX payflow.steps_pending_idx;
-DROP INDEX payflow.steps_running_idx;
-DROP INDEX payflow.steps_retry_idx;
+-- Claims and heartbeats become HOT updates, and an update on the same
+-- page logs a short diff (see tables.sql): steps is rebuilt with its
+-- columns in the order a step's life changes them, its fillfactor 50, and
+-- the scheduler's partial indexes on status give way to the open steps'
+-- index, which run_scheduler sweeps from where it stopped (scheduler.sql).
+-- The rebuild rewrites every retained step once, under the update's lock.
+-- The functions whose signatures name the row type go with the old table
+-- and are created again below.
+DROP FUNCTION payflow._lock_step(text, text);
+DROP FUNCTION payflow._emit_step_request(payflow.operations, payflow.steps);
+DROP FUNCTION payflow._fail_operation(payflow.operations, payflow.steps, jsonb, text);
+DROP FUNCTION payflow._require_lease_holder(payflow.steps, text, text, text);
+ALTER TABLE payflow.steps RENAME TO steps_0_3_0;
+ALTER TABLE payflow.steps_0_3_0 DROP CONSTRAINT steps_pkey, DROP CONSTRAINT steps_status_check;
+DROP INDEX payflow.steps_pending_idx, payflow.steps_running_idx, payflow.steps_retry_idx,
+	payflow.steps_finished_idx;
+CREATE TABLE payflow.steps (
+	-- The columns are in the order the step's life changes them: PostgreSQL
+	-- logs an update on the same page as the bytes between the longest
+	-- common prefix and suffix of the old and new row, so what a claim
+	-- changes sits together after what it never changes (the input ref),
+	-- and what a completion adds comes last.
+	operation_id text COLLATE "C" NOT NULL,
+	step_name text COLLATE "C" NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	input_ref jsonb,
+	external_ref text,				-- e.g. the legacy job of submit-poll mode
+	attempt integer NOT NULL DEFAULT 0,
+	lease_owner text,
+	claimed_at timestamptz,
+	status text NOT NULL DEFAULT 'PENDING'
+		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+	lease_expires_at timestamptz,
+	pending_since timestamptz,		-- set while PENDING: stuck detection
+	next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
+	result jsonb,
+	result_ref jsonb,
+	completion jsonb,				-- answer of complete_step, repeated verbatim
+	last_error jsonb,
+	finished_at timestamptz,		-- set when SUCCEEDED, FAILED or CANCELLED, and only then
+	PRIMARY KEY (operation_id, step_name)
+) WITH (fillfactor = 50,
+		autovacuum_vacuum_scale_factor = 0.02,
+		autovacuum_analyze_scale_factor = 0.05,
+		autovacuum_vacuum_cost_delay = 0);
+INSERT INTO payflow.steps (operation_id, step_name, created_at, input_ref, external_ref, attempt, lease_owner, claimed_at, status, lease_expires_at, pending_since, next_attempt_at, result, result_ref, completion, last_error, finished_at)
+SELECT operation_id, step_name, created_at, input_ref, external_ref, attempt, lease_owner, claimed_at, status, lease_expires_at, pending_since, next_attempt_at, result, result_ref, completion, last_error, finished_at
+  FROM payflow.steps_0_3_0;
+DROP TABLE payflow.steps_0_3_0;
 CREATE INDEX steps_open_idx ON payflow.steps (operation_id, step_name) WHERE finished_at IS NULL;
 CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
-ALTER TABLE payflow.steps SET (fillfactor = 50);
+CREATE INDEX steps_finished_idx ON payflow.steps (finished_at) WHERE finished_at IS NOT NULL;
+GRANT SELECT ON payflow.steps TO payflow_admin;
+
+-- Locks a step's row (after its operation's); all NULL when it does not exist.
+CREATE FUNCTION payflow._lock_step(p_operation_id text, p_step text) RETURNS payflow.steps
+	LANGUAGE sql
+	AS $$
+	SELECT * FROM payflow.steps WHERE operation_id = p_operation_id AND step_name = p_step FOR UPDATE
+$$;
+
+-- Raises PF004 unless the worker is the one that ran the step.  A worker
+-- whose lease expired may still report as long as nobody else claimed the
+-- step since: its external call carried the step's idempotency key, so its
+-- outcome is the outcome.
+CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id text,
+											  p_step text, p_worker text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, p_operation_id);
+	ELSIF s.lease_owner <> p_worker THEN
+		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
+			USING ERRCODE = 'PF004',
+				  DETAIL = format('Worker %s claimed step %s of operation %s after this worker''s lease expired.',
+								  s.lease_owner, p_step, p_operation_id);
+	END IF;
+END
+$$;
+
 CREATE TABLE payflow.scheduler_sweep (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	after_operation text COLLATE "C" NOT NULL DEFAULT '',
@@ -951,6 +1026,12 @@ REVOKE ALL ON FUNCTION
 	payflow._payload_key(text, text),
 	payflow._payload_keys_end(text),
 	payflow._outbox_write(uuid, text, text, text, text, text, jsonb)
+	FROM PUBLIC;
+REVOKE ALL ON FUNCTION
+	payflow._lock_step(text, text),
+	payflow._require_lease_holder(payflow.steps, text, text, text),
+	payflow._emit_step_request(payflow.operations, payflow.steps),
+	payflow._fail_operation(payflow.operations, payflow.steps, jsonb, text)
 	FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	payflow._pipeline_version(),

@@ -151,23 +151,28 @@ CREATE TABLE payflow.operation_history (
 -- the room until vacuum hands it to new rows: the table is larger, the WAL
 -- smaller.
 CREATE TABLE payflow.steps (
+	-- The columns are in the order the step's life changes them: PostgreSQL
+	-- logs an update on the same page as the bytes between the longest
+	-- common prefix and suffix of the old and new row, so what a claim
+	-- changes sits together after what it never changes (the input ref),
+	-- and what a completion adds comes last.
 	operation_id text COLLATE "C" NOT NULL,
 	step_name text COLLATE "C" NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	input_ref jsonb,
+	external_ref text,				-- e.g. the legacy job of submit-poll mode
+	attempt integer NOT NULL DEFAULT 0,
+	lease_owner text,
+	claimed_at timestamptz,
 	status text NOT NULL DEFAULT 'PENDING'
 		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
-	attempt integer NOT NULL DEFAULT 0,
-	input_ref jsonb,
-	lease_owner text,
 	lease_expires_at timestamptz,
-	claimed_at timestamptz,
 	pending_since timestamptz,		-- set while PENDING: stuck detection
 	next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
-	external_ref text,				-- e.g. the legacy job of submit-poll mode
 	result jsonb,
 	result_ref jsonb,
 	completion jsonb,				-- answer of complete_step, repeated verbatim
 	last_error jsonb,
-	created_at timestamptz NOT NULL DEFAULT now(),
 	finished_at timestamptz,		-- set when SUCCEEDED, FAILED or CANCELLED, and only then
 	PRIMARY KEY (operation_id, step_name)
 ) WITH (fillfactor = 50,

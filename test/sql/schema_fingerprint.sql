@@ -18,8 +18,13 @@ SELECT line FROM (
 				  c.relrowsecurity)
 	  FROM pg_class c WHERE c.relnamespace = 'payflow'::regnamespace
 	UNION ALL
-	SELECT format('column %s.%s %s notnull=%s default=%s identity=%s collation=%s acl=%s',
-				  c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	-- position: the column's place among the table's live columns, which
+	-- decides how much of a row an update on the same page logs (tables.sql)
+	SELECT format('column %s.%s position=%s %s notnull=%s default=%s identity=%s collation=%s acl=%s',
+				  c.relname, a.attname,
+				  (SELECT count(*) FROM pg_attribute b WHERE b.attrelid = a.attrelid AND b.attnum > 0
+						AND NOT b.attisdropped AND b.attnum <= a.attnum),
+				  format_type(a.atttypid, a.atttypmod), a.attnotnull,
 				  coalesce(pg_get_expr(d.adbin, d.adrelid), '-'), a.attidentity,
 				  coalesce(co.collname, '-'), coalesce(a.attacl::text, '-'))
 	  FROM pg_attribute a

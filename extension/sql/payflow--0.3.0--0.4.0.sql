@@ -195,10 +195,73 @@ ALTER TABLE payflow.step_definitions
 	ADD UNIQUE (pipeline_version, position);
 ALTER TABLE payflow.step_definitions ALTER COLUMN pipeline_version DROP DEFAULT;
 
--- Operations written before this update ran on version 1 (a constant
--- default: no table rewrite); new ones take the newest version.
-ALTER TABLE payflow.operations ADD COLUMN pipeline_version integer NOT NULL DEFAULT 1;
-ALTER TABLE payflow.operations ALTER COLUMN pipeline_version SET DEFAULT payflow._pipeline_version();
+-- operations is rebuilt with its columns in the order an operation's life
+-- changes them (see tables.sql), like steps above; the operations written
+-- before this update ran on version 1, new ones take the newest version.
+-- Its policies, grants and row-level security are made again, and so is
+-- history's policy, which reads it; the transition trigger comes with
+-- pipeline.sql below.
+DROP FUNCTION payflow._lock_operation(text);
+DROP POLICY operations_of_tenant ON payflow.operations;
+DROP POLICY operations_for_admin ON payflow.operations;
+DROP POLICY history_of_tenant ON payflow.operation_history;
+ALTER TABLE payflow.operations RENAME TO operations_0_3_0;
+ALTER TABLE payflow.operations_0_3_0 DROP CONSTRAINT operations_pkey, DROP CONSTRAINT operations_idempotency_key;
+DROP INDEX payflow.operations_terminal_idx, payflow.operations_payloads_idx;
+CREATE TABLE payflow.operations (
+	id text COLLATE "C" PRIMARY KEY,
+	tenant text COLLATE "C" NOT NULL DEFAULT '',
+	payment_id text COLLATE "C" NOT NULL,
+	idempotency_key text COLLATE "C" NOT NULL,
+	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
+	correlation_id text,
+	request_ref jsonb NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	pipeline_version integer NOT NULL DEFAULT payflow._pipeline_version(),	-- started on it, finishes on it
+	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
+	status text NOT NULL DEFAULT 'PENDING',
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	terminal_at timestamptz,
+	result jsonb,
+	error jsonb,
+	payloads_purged_at timestamptz,
+	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
+) WITH (fillfactor = 80);
+INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash, correlation_id, request_ref, created_at, pipeline_version, current_step, status, updated_at, terminal_at, result, error, payloads_purged_at)
+SELECT id, tenant, payment_id, idempotency_key, request_hash, correlation_id, request_ref, created_at, 1, current_step, status, updated_at, terminal_at, result, error, payloads_purged_at
+  FROM payflow.operations_0_3_0;
+DROP TABLE payflow.operations_0_3_0;
+CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL;
+CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
+	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+GRANT SELECT ON payflow.operations TO payflow_admin;
+GRANT SELECT (id, tenant, payment_id, idempotency_key, correlation_id, status, current_step,
+			  result, error, created_at, updated_at, terminal_at)
+	ON payflow.operations TO payflow_app;
+ALTER TABLE payflow.operations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY operations_of_tenant ON payflow.operations FOR SELECT TO payflow_app
+	USING (tenant = (SELECT payflow._current_tenant()));
+CREATE POLICY history_of_tenant ON payflow.operation_history FOR SELECT TO payflow_app
+	USING (EXISTS (SELECT FROM payflow.operations o WHERE o.id = operation_history.operation_id));
+CREATE POLICY operations_for_admin ON payflow.operations FOR SELECT TO payflow_admin USING (true);
+
+-- Locks an operation's row, else PF003.  Lock order everywhere: the
+-- operation, then its step, so step functions never deadlock each other.
+CREATE FUNCTION payflow._lock_operation(p_operation_id text) RETURNS payflow.operations
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	o payflow.operations;
+BEGIN
+	SELECT * INTO o FROM payflow.operations WHERE id = p_operation_id FOR UPDATE;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(p_operation_id);
+	END IF;
+	RETURN o;
+END
+$$;
+
 
 -- The transition check takes the version; replay gets its permission
 -- from _allow_replay instead of a flag any caller of _set_status could pass.
@@ -1028,6 +1091,7 @@ REVOKE ALL ON FUNCTION
 	payflow._outbox_write(uuid, text, text, text, text, text, jsonb)
 	FROM PUBLIC;
 REVOKE ALL ON FUNCTION
+	payflow._lock_operation(text),
 	payflow._lock_step(text, text),
 	payflow._require_lease_holder(payflow.steps, text, text, text),
 	payflow._emit_step_request(payflow.operations, payflow.steps),

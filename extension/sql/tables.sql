@@ -100,7 +100,9 @@ VALUES
 
 -- One row per operation.  Only status/updated_at/current_step/error change
 -- on the hot path and none of them is indexed, so those updates are HOT;
--- terminal_at and payloads_purged_at change once each.
+-- terminal_at and payloads_purged_at change once each.  The columns are in
+-- the order the operation's life changes them (see payflow.steps): a
+-- claim's update logs its status and updated_at, not the request ref.
 CREATE TABLE payflow.operations (
 	id text COLLATE "C" PRIMARY KEY,
 	tenant text COLLATE "C" NOT NULL DEFAULT '',
@@ -108,16 +110,16 @@ CREATE TABLE payflow.operations (
 	idempotency_key text COLLATE "C" NOT NULL,
 	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
 	correlation_id text,
-	status text NOT NULL DEFAULT 'PENDING',
-	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
 	request_ref jsonb NOT NULL,
-	result jsonb,
-	error jsonb,
 	created_at timestamptz NOT NULL DEFAULT now(),
+	pipeline_version integer NOT NULL DEFAULT payflow._pipeline_version(),	-- started on it, finishes on it
+	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
+	status text NOT NULL DEFAULT 'PENDING',
 	updated_at timestamptz NOT NULL DEFAULT now(),
 	terminal_at timestamptz,
+	result jsonb,
+	error jsonb,
 	payloads_purged_at timestamptz,
-	pipeline_version integer NOT NULL DEFAULT payflow._pipeline_version(),	-- started on it, finishes on it
 	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
 ) WITH (fillfactor = 80);
 

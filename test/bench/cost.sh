@@ -121,9 +121,18 @@ cost_sql_line() {
 		SQL
 }
 
+# "pid application_name" of the client backends (blanks made _), so that a
+# backend's CPU is told by the client it serves: the relay, each worker
+# role ("payflow-worker payment"), the submitting clients
+cost_app_lines() {
+	pf_psql -Atq -F ' ' -c "SELECT pid, translate(coalesce(nullif(application_name, ''), 'unnamed'), ' /', '__')
+							  FROM pg_stat_activity WHERE backend_type = 'client backend'" 2>/dev/null || true
+}
+
 cost_snapshot() {
 	local out=$1
 	{
+		cost_app_lines | sed 's/^/app /'
 		cost_cpu_lines | sed 's/^/cpu /'
 		cost_watch_lines | sed 's/^/watch /'
 		cost_sqs_lines | sed 's/^/sqs /'
@@ -202,9 +211,11 @@ cost_end() {
 		# exited ones through the postmaster's cutime
 		awk -v hz="$COST_HZ" -v ops="$ops" '
 			FNR == NR { if ($1 == "cpu") { t0[$2] = $3; c0[$2] = $4 } else if ($1 == "watch") w0[$2] += $3
-						else if ($1 == "sqs") s0[$2] = $3; next }
+						else if ($1 == "sqs") s0[$2] = $3; else if ($1 == "app") app[$2] = $3; next }
+			$1 == "app" { app[$2] = $3; next }
 			$1 == "cpu" && $2 == "exited" { exited1 = $3; next }
-			$1 == "cpu" { cls[$4] += $3 - ($2 in t0 ? t0[$2] : 0); seen[$2] = 1; next }
+			$1 == "cpu" { v = $3 - ($2 in t0 ? t0[$2] : 0); cls[$4] += v; seen[$2] = 1
+						  if ($4 == "backend") bpid[$2] = v; next }
 			$1 == "watch" { w1[$2] += $3; next }
 			$1 == "sqs" { s1[$2] = $3; next }
 			END {
@@ -213,6 +224,8 @@ cost_end() {
 				cls["exited"] = exited1 - t0["exited"] - gone
 				ms = 1000 / hz / ops
 				for (c in cls) { printf "pg_%s %.4f\n", c, cls[c] * ms; if (c != "legacy") pg += cls[c] }
+				for (p in bpid) by[p in app ? app[p] : "unnamed"] += bpid[p]
+				for (a in by) printf "client_%s %.4f\n", a, by[a] * ms
 				printf "pg_ms %.4f\n", pg * ms
 				for (w in w1) printf "proc_%s %.4f\n", w, (w1[w] - w0[w]) * ms
 				for (s in s1) { v = (s1[s] - s0[s]) / ops; printf "sqs_%s %.4f\n", s, v; if (s !~ /^S3_/) sqs += v; any = 1 }
@@ -264,6 +277,12 @@ cost_detail() {
 		[ -s "$d/pg_$f" ] && line+="$f $(cost_fmt %.3f "$key" "pg_$f"), "
 	done
 	echo "  PostgreSQL CPU ms/op by process: ${line%, }"
+	line=
+	for f in "$d"/client_*; do
+		[ -s "$f" ] && [ "$(cost_fmt %.3f "$key" "${f##*/}")" != 0.000 ] &&
+			line+="$(echo "${f##*/client_}" | tr _ ' ') $(cost_fmt %.3f "$key" "${f##*/}"), "
+	done
+	[ -z "$line" ] || echo "  backends' CPU ms/op by client (application_name): ${line%, }"
 	line=
 	for f in "$d"/proc_*; do
 		[ -s "$f" ] && line+="${f##*/proc_} $(cost_fmt %.3f "$key" "${f##*/}"), "

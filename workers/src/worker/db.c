@@ -27,13 +27,18 @@
 
 #define STATEMENT_TIMEOUT_MS 30000
 
-/* The executors' connections: pg_pool.h, with the worker's options. */
+/*
+ * The executors' connections: pg_pool.h, with the worker's options.
+ * application_name names the role ("payflow-worker payment"), so that
+ * pg_stat_activity, the server's logs and make bench tell the roles apart.
+ */
 db_pool *
-db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop)
+db_pool_create(const char *conninfo, const char *application_name, int size,
+			   const volatile sig_atomic_t *stop)
 {
 	pf_pg_options opt = {0};
 
-	opt.application_name = "payflow-worker";
+	opt.application_name = application_name;
 	opt.connect_timeout_s = 10;
 	opt.statement_timeout_ms = STATEMENT_TIMEOUT_MS;
 	opt.max_attempts = 4;

@@ -72,6 +72,7 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	pf_pg_options hb = {0};
 	pf_error	err;
 	int			checked;
+	char		app[64];		/* application_name of the executors' connections */
 
 	*exit_status = 0;
 	w->wake_fd = w->epoll_fd = -1;
@@ -129,7 +130,9 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 		goto fail;
 	}
 
-	w->db = db_pool_create(w->cfg.database_url,
+	snprintf(app, sizeof(app), "payflow-worker %s%s%s", w->role->name,
+			 w->role->step_from_argv ? " " : "", w->role->step_from_argv ? w->role->step : "");
+	w->db = db_pool_create(w->cfg.database_url, app,
 						   w->cfg.db_connections > 0 ? w->cfg.db_connections : default_db_connections(w->concurrency),
 						   &w->db_stop);
 	return w;

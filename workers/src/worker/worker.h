@@ -251,7 +251,8 @@ pf_result	step_complete_with_sql(step_run *run, const char *sql, int n_extra, co
 
 /* ---- database: pool and payflow's step functions ---- */
 
-db_pool    *db_pool_create(const char *conninfo, int size, const volatile sig_atomic_t *stop);
+db_pool    *db_pool_create(const char *conninfo, const char *application_name, int size,
+							   const volatile sig_atomic_t *stop);
 void		db_pool_destroy(db_pool *pool);
 /* A connection for one short piece of work; NULL after timeout_ms. */
 pf_pg	   *db_acquire(db_pool *pool, int timeout_ms);

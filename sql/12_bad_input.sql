@@ -160,9 +160,13 @@ SELECT convert_from(p.content, 'UTF8')::jsonb = jsonb_build_object(:'inj2', :'in
 SELECT (payflow.status(:'inj_op')) ->> 'paymentId' = :'inj' AS status_returns_it;
 SELECT body ->> 'paymentId' = :'inj' AS event_carries_it,
        -- not a valid SQS FIFO group id (spaces): its hash stands in
-       message_group_id = 'sha256:' || encode(sha256(convert_to(:'inj', 'UTF8')), 'hex') AS group_is_its_hash,
-       attributes ->> 'correlationId' = :'inj' AS attribute_is_it
+       message_group_id = 'sha256:' || encode(sha256(convert_to(:'inj', 'UTF8')), 'hex') AS group_is_its_hash
   FROM payflow.outbox WHERE operation_id = :'inj_op';
+SAVEPOINT attributes;
+SELECT c.attributes ->> 'correlationId' = :'inj' AS attribute_is_it
+  FROM payflow.outbox_claim(1000, 'relay-attr') c
+ WHERE c.event_id = (SELECT event_id FROM payflow.outbox WHERE operation_id = :'inj_op');
+ROLLBACK TO SAVEPOINT attributes;
 -- the same call again is the same operation; other details under that key PF002
 SELECT payflow.submit(:'inj', jsonb_build_object(:'inj2', :'inj'), :'inj2', :'inj') = :'inj_op' AS idempotent;
 SELECT * FROM pf_try(format($$SELECT payflow.submit(%L, '{}', %L)$$, :'inj', :'inj2'));

@@ -7,7 +7,10 @@ SELECT count(payflow.submit('ob-' || n, jsonb_build_object('n', n))) AS submitte
 SELECT count(*) AS claimed, bool_and(dedup_id = event_id::text) AS dedup_is_event_id,
        bool_and(message_group_id LIKE 'ob-%') AS group_is_payment,
        bool_and(body::jsonb ->> 'eventId' = event_id::text) AS body_ok,
-       bool_and(attributes ->> 'eventType' = 'PaymentRequested') AS attributes_ok
+       bool_and(attributes = jsonb_strip_nulls(jsonb_build_object(
+                    'eventType', body::jsonb ->> 'eventType', 'operationId', body::jsonb ->> 'operationId',
+                    'correlationId', body::jsonb ->> 'correlationId'))
+                AND attributes ->> 'eventType' = 'PaymentRequested') AS attributes_ok
   FROM payflow.outbox_claim(3, 'relay-1');
 -- claimed rows are not handed out again while the claim lasts
 SELECT count(*) AS second_relay_gets FROM payflow.outbox_claim(10, 'relay-2');
@@ -51,8 +54,8 @@ TRUNCATE payflow.outbox;
 
 -- per-group order: a later event of a payment is never handed out while an
 -- earlier one is unacked, while other payments flow on
-INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
-SELECT gen_random_uuid(), 'op', 'E' || n, 'payment-requests', g, jsonb_build_object('n', n), '{}'
+INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
+SELECT gen_random_uuid(), 'op', 'E' || n, 'payment-requests', g, jsonb_build_object('n', n)
   FROM (VALUES (1, 'A'), (2, 'A'), (3, 'B'), (4, 'A'), (5, 'C')) v(n, g);
 SELECT message_group_id, body::jsonb ->> 'n' AS n FROM payflow.outbox_claim(10, 'r1') ORDER BY 2;
 SELECT count(*) AS blocked_behind_unacked FROM payflow.outbox_claim(10, 'r2');

@@ -40,8 +40,8 @@ SELECT c ->> 'status' AS status FROM payflow.complete_step(:'op2', 'PROCESS_PAYM
 -- in the outbox (that one will be delivered)
 SET payflow.stuck_after = '60s';
 UPDATE payflow.steps SET pending_since = now() - interval '61 seconds' WHERE operation_id = :'op3';
-INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
-VALUES (gen_random_uuid(), :'op3', 'PaymentRequested', 'payment-requests', 'sch-3', '{}', '{}');
+INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
+VALUES (gen_random_uuid(), :'op3', 'PaymentRequested', 'payment-requests', 'sch-3', '{}');
 SELECT payflow.run_scheduler() AS still_in_outbox;
 DELETE FROM payflow.outbox WHERE operation_id = :'op3';
 SELECT payflow.run_scheduler() AS rearmed_not_yet;

@@ -37,10 +37,14 @@ SELECT event_type, destination, message_group_id,
        body ->> 'correlationId' AS "correlationId",
        body ->> 'createdAt' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS created_at_iso_utc,
        body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS payload_is_ref,
-       NOT (body -> 'payload' ? 'amount') AS no_details_in_message,
-       attributes = jsonb_build_object('eventType', 'PaymentRequested', 'operationId', :'op1',
-                                       'correlationId', 'req-1') AS attributes_ok
+       NOT (body -> 'payload' ? 'amount') AS no_details_in_message
   FROM payflow.outbox WHERE operation_id = :'op1';
+-- ... and its SQS attributes, as a relay claims it (rolled back: the event stays)
+BEGIN;
+SELECT c.attributes = jsonb_build_object('eventType', 'PaymentRequested', 'operationId', :'op1',
+                                         'correlationId', 'req-1') AS attributes_ok
+  FROM payflow.outbox_claim(1000, 'relay-attr') c WHERE c.event_id = (SELECT event_id FROM payflow.outbox WHERE operation_id = :'op1');
+ROLLBACK;
 
 -- same key, same details: same operation, nothing new written
 SELECT payflow.submit('payment-1', '{"currency": "EUR", "amount": 1250}') = :'op1' AS same_id;

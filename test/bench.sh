@@ -97,9 +97,9 @@ notify=${med[c.submit_notify]}
 # outbox: pre-filled, every event in its own message group (one per payment)
 fill_outbox() {
 	q -c "TRUNCATE payflow.outbox" -c "VACUUM ANALYZE payflow.outbox" >/dev/null
-	q -c "INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
+	q -c "INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
 		  SELECT gen_random_uuid(), 'op' || n, 'PaymentRequested', 'payment-requests', 'payment-' || n,
-				 jsonb_build_object('eventType', 'PaymentRequested', 'n', n), '{\"eventType\": \"PaymentRequested\"}'
+				 jsonb_build_object('eventType', 'PaymentRequested', 'n', n)
 			FROM generate_series(1, $1) n; ANALYZE payflow.outbox" >/dev/null
 }
 fill_queue() {

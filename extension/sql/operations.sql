@@ -100,7 +100,7 @@ BEGIN
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
 	), event AS (
-		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id], ARRAY[p_correlation_id],
+		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id],
 										 ARRAY[f.request_event], ARRAY[f.destination],
 										 ARRAY[payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
 																   f.request_event, 1,

@@ -59,20 +59,17 @@ $$;
 -- knows payflow published it.  The relays are woken at commit.  Returns
 -- how many events were written.
 CREATE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
-										  p_correlation_ids text[], p_event_types text[], p_destinations text[],
-										  p_bodies jsonb[])
+										  p_event_types text[], p_destinations text[], p_bodies jsonb[])
 	RETURNS integer
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
 	v_n integer;
 BEGIN
-	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
-	SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.group_key),
-		   e.body, payflow._event_attributes(e.operation_id, e.correlation_id, e.event_type)
-	  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_correlation_ids, p_event_types, p_destinations,
-				  p_bodies) WITH ORDINALITY
-		   AS e(event_id, operation_id, group_key, correlation_id, event_type, destination, body, n)
+	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
+	SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.group_key), e.body
+	  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies) WITH ORDINALITY
+		   AS e(event_id, operation_id, group_key, event_type, destination, body, n)
 	 ORDER BY e.n;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	IF 'operation-events' = ANY (p_destinations) THEN
@@ -91,15 +88,13 @@ $$;
 
 -- One event through the writer; returns its id.
 CREATE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
-									  p_correlation_id text, p_event_type text, p_destination text,
-									  p_body jsonb)
+									  p_event_type text, p_destination text, p_body jsonb)
 	RETURNS uuid
 	LANGUAGE plpgsql
 	AS $$
 BEGIN
 	PERFORM payflow._outbox_write_all(ARRAY[p_event_id], ARRAY[p_operation_id], ARRAY[p_group_key],
-									  ARRAY[p_correlation_id], ARRAY[p_event_type], ARRAY[p_destination],
-									  ARRAY[p_body]);
+									  ARRAY[p_event_type], ARRAY[p_destination], ARRAY[p_body]);
 	RETURN p_event_id;
 END
 $$;
@@ -114,8 +109,7 @@ CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlat
 DECLARE
 	v_event_id uuid := gen_random_uuid();
 BEGIN
-	RETURN payflow._outbox_write(v_event_id, p_operation_id, p_payment_id, p_correlation_id, p_event_type,
-								 p_destination,
+	RETURN payflow._outbox_write(v_event_id, p_operation_id, p_payment_id, p_event_type, p_destination,
 								 payflow._event_body(v_event_id, p_operation_id, p_payment_id, p_correlation_id,
 													 p_event_type, p_attempt, p_extra));
 END
@@ -196,7 +190,9 @@ BEGIN
 		  FROM candidates
 		 WHERE u.ctid = candidates.ctid
 		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
-				  u.body::text, u.attributes;
+				  u.body::text,
+				  -- the attributes follow the body, so they can never tell another story
+				  payflow._event_attributes(u.operation_id, u.body ->> 'correlationId', u.event_type);
 END
 $$;
 

@@ -699,7 +699,7 @@ BEGIN
 		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
 		SELECT s.operation_id, n.step_name, coalesce(s.result_ref, s.input_ref), now() FROM s WHERE NOT v_last
 	), e AS MATERIALIZED (
-		SELECT s.operation_id, s.event_id, s.payment_id, s.correlation_id,
+		SELECT s.operation_id, s.event_id, s.payment_id,
 			   coalesce(n.request_event, v_completed_event) AS event_type,
 			   coalesce(n.destination, 'operation-events') AS destination,
 			   payflow._event_body(s.event_id, s.operation_id, s.payment_id, s.correlation_id,
@@ -712,9 +712,8 @@ BEGIN
 		-- the aggregates of one scan see the rows in one order, so the
 		-- arrays line up (one event per operation: no order to keep)
 		SELECT payflow._outbox_write_all(array_agg(e.event_id), array_agg(e.operation_id),
-										 array_agg(e.payment_id), array_agg(e.correlation_id),
-										 array_agg(e.event_type), array_agg(e.destination),
-										 array_agg(e.body)) AS written
+										 array_agg(e.payment_id), array_agg(e.event_type),
+										 array_agg(e.destination), array_agg(e.body)) AS written
 		  FROM e
 	)
 	-- ev is read here, so it runs (once, for all the events)

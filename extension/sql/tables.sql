@@ -221,8 +221,7 @@ CREATE TABLE payflow.outbox (
 	event_type text NOT NULL,
 	destination text NOT NULL,
 	message_group_id text COLLATE "C" NOT NULL,
-	body jsonb NOT NULL,
-	attributes jsonb NOT NULL,
+	body jsonb NOT NULL,			-- SQS message attributes derive from it (outbox_claim)
 	created_at timestamptz NOT NULL DEFAULT now(),
 	available_at timestamptz NOT NULL DEFAULT now(),
 	claimed_by text,

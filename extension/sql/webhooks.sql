@@ -143,7 +143,7 @@ BEGIN
 		RETURN false;
 	END IF;
 	PERFORM payflow._outbox_write(gen_random_uuid(), f.operation_id, coalesce(f.body ->> 'paymentId', f.operation_id),
-								  f.body ->> 'correlationId', f.body ->> 'eventType', 'operation-events', f.body);
+								  f.body ->> 'eventType', 'operation-events', f.body);
 	UPDATE payflow.webhook_failures w SET replayed_at = now() WHERE w.id = f.id;
 	RETURN true;
 END

@@ -45,7 +45,7 @@ submit() {
 
 # the outbox rows of a prefix, one JSON object per line
 snapshot() {
-	q -c "SELECT json_build_object('eventId', event_id, 'body', body::text, 'attributes', attributes)
+	q -c "SELECT json_build_object('eventId', event_id, 'body', body::text)
 			FROM payflow.outbox WHERE message_group_id LIKE '$1-%' ORDER BY seq" >"$2"
 }
 
@@ -92,9 +92,9 @@ count_of() {
 }
 
 # --- a row for a destination nobody configured: nacked, never dropped
-nowhere_event=$(q -c "INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body, attributes)
+nowhere_event=$(q -c "INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
 					  VALUES (gen_random_uuid(), 'pay_00000000000000000000000000', 'PaymentRequested', 'nowhere-$run',
-							  '$run-nowhere', '{\"eventType\": \"PaymentRequested\"}', '{\"eventType\": \"PaymentRequested\"}')
+							  '$run-nowhere', '{\"eventType\": \"PaymentRequested\"}')
 					  RETURNING event_id")
 
 # --- woken by NOTIFY: the poll interval is far longer than the wait

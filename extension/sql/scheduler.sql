@@ -99,7 +99,8 @@ BEGIN
 		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
 				   FROM payflow.steps x
 				  WHERE x.finished_at IS NULL
-					AND (x.operation_id, x.step_name) > (v_sweep.after_operation, v_sweep.after_step)
+					-- byte-wise, as steps_open_idx orders them
+					AND (x.operation_id, x.step_name) > (v_sweep.after_operation COLLATE "C", v_sweep.after_step COLLATE "C")
 				  ORDER BY x.operation_id, x.step_name LIMIT v_scan
 		LOOP
 			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;

@@ -46,7 +46,7 @@ SELECT c.error ->> 'code' AS not_holder FROM payflow.complete_steps('PROCESS_PAY
 SELECT o.payment_id, o.status, o.current_step, s.status AS step_status, s.result ->> 'charge' AS charge,
 	   s.result_ref ->> 'key' = 'payments/' || o.id || '/payment-result.json' AS ref_ok,
 	   payflow.payload_get(s.result_ref) = convert_to(s.result::text, 'UTF8') AS payload_ok,
-	   s.completion ->> 'eventId' = (SELECT e.event_id::text FROM payflow.outbox e
+	   s.completed_event_id = (SELECT e.event_id FROM payflow.outbox e
 									  WHERE e.operation_id = o.id AND e.event_type = 'PaymentCompleted') AS event_ok,
 	   (SELECT e.body -> 'result' = s.result_ref FROM payflow.outbox e
 		 WHERE e.operation_id = o.id AND e.event_type = 'PaymentCompleted') AS body_ok,
@@ -57,7 +57,9 @@ SELECT o.payment_id, o.status, o.current_step, s.status AS step_status, s.result
   FROM payflow.operations o JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = 'PROCESS_PAYMENT'
  WHERE o.id IN (:'op1', :'op2') ORDER BY o.payment_id;
 -- a repeat is answered with the first answer, no second event
-SELECT c.answer = (SELECT completion FROM payflow.steps WHERE operation_id = :'op1' AND step_name = 'PROCESS_PAYMENT')
+SELECT c.answer = jsonb_build_object('action', 'completed', 'status', 'PAYMENT_COMPLETED', 'eventType', 'PaymentCompleted',
+									'eventId', (SELECT e.event_id FROM payflow.outbox e
+												 WHERE e.operation_id = :'op1' AND e.event_type = 'PaymentCompleted'))
 	   AS same_answer
   FROM payflow.complete_steps('PROCESS_PAYMENT', 'bw-1',
 	jsonb_build_array(jsonb_build_object('operationId', :'op1', 'result', jsonb_build_object('charge', 'c1')))) c;

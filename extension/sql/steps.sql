@@ -210,6 +210,26 @@ BEGIN
 END
 $$;
 
+-- A completion's answer, as the first complete_step call gave it: the
+-- step's done status and the event its completion wrote (the next step's
+-- request, or the version's completed event).  Kept as the event id alone:
+-- the rest follows from the operation's pipeline version, which never
+-- changes (100 bytes less per completed step than the answer itself).
+CREATE FUNCTION payflow._completion_answer(o payflow.operations, d payflow.step_definitions, p_event_id uuid)
+	RETURNS jsonb
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	n payflow.step_definitions := payflow._next_step(o.pipeline_version, d.position);
+BEGIN
+	RETURN jsonb_build_object('action', 'completed', 'status', d.done_status,
+							  'eventType', coalesce(n.request_event,
+													(SELECT p.completed_event FROM payflow.pipelines p
+													  WHERE p.version = o.pipeline_version)),
+							  'eventId', p_event_id);
+END
+$$;
+
 -- complete_step's full logic, for every case the fast path
 -- (_complete_fast) does not take (a repeated call, a result_ref, a late
 -- report after the lease expired) and the argument errors.
@@ -241,7 +261,7 @@ BEGIN
 	d := payflow._require_step_of(o, d.step_name);
 	s := payflow._lock_step(o.id, d.step_name);
 	IF s.status = 'SUCCEEDED' THEN
-		RETURN s.completion;
+		RETURN payflow._completion_answer(o, d, s.completed_event_id);
 	ELSIF payflow._is_terminal(o.status) THEN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
 			USING ERRCODE = 'PF006',
@@ -289,7 +309,7 @@ BEGIN
 	UPDATE payflow.steps
 	   SET status = 'SUCCEEDED', result = _complete_step_full.result,
 		   result_ref = v_ref,
-		   completion = v_answer, finished_at = now(),
+		   completed_event_id = v_event_id, finished_at = now(),
 		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
 	 WHERE steps.operation_id = o.id AND step_name = d.step_name;
 	RETURN v_answer;
@@ -684,10 +704,7 @@ BEGIN
 					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
 									   'checksum', payflow._checksum(i.content), 'size', octet_length(i.content))
 				END,
-			   completion = jsonb_build_object('action', 'completed', 'status', d.done_status,
-											   'eventType', coalesce(n.request_event, v_completed_event),
-											   'eventId', i.event_id),
-			   finished_at = now(), lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
+			   completed_event_id = i.event_id, finished_at = now(), lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
 		  FROM o JOIN i ON i.id = o.id
 		 WHERE s.operation_id = o.id AND s.step_name = d.step_name
 		   AND s.status = 'RUNNING' AND s.lease_owner = p_worker_id
@@ -695,7 +712,7 @@ BEGIN
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
 				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
-		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, s.completion, i.n, i.content,
+		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, i.n, i.content,
 				  i.event_id, o.status, o.payment_id, o.correlation_id
 	), p AS (
 		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
@@ -735,7 +752,10 @@ BEGIN
 		  FROM e
 	)
 	-- ev is read here, so it runs (once, for all the events)
-	SELECT s.n, s.operation_id, s.completion FROM s LEFT JOIN ev ON true;
+	SELECT s.n, s.operation_id,
+		   jsonb_build_object('action', 'completed', 'status', d.done_status,
+							  'eventType', coalesce(n.request_event, v_completed_event), 'eventId', s.event_id)
+	  FROM s LEFT JOIN ev ON true;
 END
 $$;
 

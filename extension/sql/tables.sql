@@ -173,7 +173,7 @@ CREATE TABLE payflow.steps (
 	next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
 	result jsonb,
 	result_ref jsonb,
-	completion jsonb,				-- answer of complete_step, repeated verbatim
+	completed_event_id uuid,		-- the event its completion wrote: a repeated complete_step's answer
 	last_error jsonb,
 	finished_at timestamptz,		-- set when SUCCEEDED, FAILED or CANCELLED, and only then
 	PRIMARY KEY (operation_id, step_name)

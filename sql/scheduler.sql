@@ -72,7 +72,7 @@ SELECT max(id) AS op_last FROM payflow.operations WHERE payment_id LIKE 'sch-swe
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op_last', 'PROCESS_PAYMENT', 'w-sweep', 60) c;
 UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op_last';
 SELECT count(*) AS open_steps FROM payflow.steps WHERE finished_at IS NULL \gset
-UPDATE payflow.scheduler_sweep SET after_operation = '', after_step = '';
+UPDATE payflow.scheduler_sweep SET after_operation = '';
 CREATE FUNCTION pg_temp.calls_to_expire(p_max integer) RETURNS integer
 	LANGUAGE plpgsql AS $$
 BEGIN
@@ -91,7 +91,7 @@ SELECT :open_steps > 10 AS more_open_steps_than_a_call_sees,
 SELECT status, last_error ->> 'code' AS code FROM payflow.steps WHERE operation_id = :'op_last';
 -- nothing else expired; a call that sees to the end starts over next time
 SELECT pg_temp.calls_to_expire(:open_steps / 10 + 2) IS NULL AS nothing_else_expired;
-UPDATE payflow.scheduler_sweep SET after_operation = '', after_step = '';
+UPDATE payflow.scheduler_sweep SET after_operation = '';
 SELECT payflow.run_scheduler(1) ->> 'expiredLeases' AS expired;
 SELECT after_operation <> '' AS midway FROM payflow.scheduler_sweep;
 SELECT payflow.run_scheduler() ->> 'expiredLeases' AS expired;

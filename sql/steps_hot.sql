@@ -1,9 +1,8 @@
 -- The step engine's common path writes as little as it can: a claim, a
--- heartbeat and a saved reference are HOT updates of the step (no index
--- entry, the row logged as a diff), because no index of payflow.steps names
--- a column they change.  The counters of this transaction
--- (pg_stat_xact_user_tables) show it.  A completion is not HOT: the step
--- leaves the open steps' index and enters the finished one.
+-- heartbeat, a saved reference and a completion are HOT updates of the
+-- step (no index entry, the row logged as a diff), because no index of
+-- payflow.steps names a column they change.  The counters of this
+-- transaction (pg_stat_xact_user_tables) show it.
 BEGIN;
 SELECT count(payflow.submit('hot-' || n, '{"amount": 1}')) AS submitted FROM generate_series(1, 3) n;
 SELECT array_agg(id ORDER BY id) AS ids FROM payflow.operations WHERE payment_id LIKE 'hot-%' \gset
@@ -25,7 +24,7 @@ SELECT count(*) FILTER (WHERE answer ->> 'action' = 'completed') AS completed
 		  FROM unnest(:'ids'::text[]) id));
 SELECT n_tup_upd - :upd1 AS updates, n_tup_hot_upd - :hot1 AS hot_updates FROM pg_stat_xact_user_tables
  WHERE relid = 'payflow.steps'::regclass;
--- the open steps are the next ones, and the finished ones left the open index
+-- the open steps are the next ones
 SELECT step_name, status, finished_at IS NULL AS open, count(*)
   FROM payflow.steps WHERE operation_id = ANY (:'ids'::text[]) GROUP BY 1, 2, 3 ORDER BY 1;
 ROLLBACK;

@@ -678,9 +678,10 @@ BEGIN
 END
 $$;
 
--- Steps that should be moving and are not, among the open steps
--- (steps_open_idx): RUNNING past their lease, PENDING for longer than
--- payflow.stuck_after, RETRY_WAIT more than a minute past their time.
+-- Steps that should be moving and are not, among the open steps (each
+-- operation in flight's current_step, operations_open_idx): RUNNING past
+-- their lease, PENDING for longer than payflow.stuck_after, RETRY_WAIT
+-- more than a minute past their time.
 -- limit (default 100) per kind.  {"items":[…]}
 CREATE FUNCTION payflow.admin_stuck(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -699,12 +700,14 @@ BEGIN
 				   'since', payflow._iso(s.since), 'operationStatus', o.status, 'tenant', o.tenant)
 				   ORDER BY s.since), '[]')
 		  FROM (
-			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since FROM payflow.steps x
-			  WHERE x.finished_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
+			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since
+			   FROM payflow.operations f JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+			  WHERE f.terminal_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
 			  ORDER BY x.claimed_at LIMIT v_limit)
 			UNION ALL
-			(SELECT x.*, 'pending_too_long', x.pending_since FROM payflow.steps x
-			  WHERE x.finished_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
+			(SELECT x.*, 'pending_too_long', x.pending_since
+			   FROM payflow.operations f JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+			  WHERE f.terminal_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
 			  ORDER BY x.pending_since LIMIT v_limit)
 			UNION ALL
 			(SELECT x.*, 'retry_overdue', x.next_attempt_at FROM payflow.steps x

@@ -5,25 +5,31 @@
 
 -- Health figures for dashboards and alarms.  Scraped often (the HTTP edge's
 -- /metrics), so it never scans all retained operations: every operation not
--- yet terminal has exactly one open step (PENDING, RUNNING or RETRY_WAIT),
--- found through steps_open_idx; recent terminal operations and
--- finished steps come from the terminal_at and finished_at indexes.  Its
+-- yet terminal (operations_open_idx) has exactly one open step, its
+-- current_step (PENDING, RUNNING or RETRY_WAIT); recent terminal
+-- operations come from the terminal_at index.  A step that finished in the
+-- last hour belongs to an operation still in flight or to one that ended
+-- since, so those two sets' steps are all there is to read for it.  Its
 -- cost follows the work in flight and the last hour, not the retention.
 CREATE FUNCTION payflow.metrics() RETURNS jsonb
 	LANGUAGE sql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
-	WITH active AS (
+	WITH in_flight AS MATERIALIZED (
+		SELECT o.id, o.status, o.updated_at, o.current_step
+		  FROM payflow.operations o
+		 WHERE o.terminal_at IS NULL	-- operations_open_idx's predicate
+	), active AS (
 		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
-		  FROM payflow.steps s
-		  JOIN payflow.operations o ON o.id = s.operation_id
-		 WHERE s.finished_at IS NULL	-- steps_open_idx's predicate
-		   AND s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
-	), recent AS (
+		  FROM in_flight o
+		  JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
+		 WHERE s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
+	), recent AS MATERIALIZED (
 		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (
 		SELECT s.step_name, s.status, extract(epoch FROM s.finished_at - s.claimed_at) AS run_seconds
-		  FROM payflow.steps s
+		  FROM (SELECT id FROM in_flight UNION ALL SELECT id FROM recent) o
+		  JOIN payflow.steps s ON s.operation_id = o.id
 		 WHERE s.finished_at > now() - interval '1 hour'
 	)
 	SELECT jsonb_build_object(

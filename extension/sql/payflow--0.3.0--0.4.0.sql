@@ -45,11 +45,12 @@ CREATE TABLE payflow.pipelines (
 INSERT INTO payflow.pipelines (version, completed_event, failed_event, note)
 VALUES (1, 'OperationCompleted', 'OperationFailed', 'the default pipeline');
 
--- Claims and heartbeats become HOT updates, and an update on the same
--- page logs a short diff (see tables.sql): steps is rebuilt with its
--- columns in the order a step's life changes them, its fillfactor 50, and
--- the scheduler's partial indexes on status give way to the open steps'
--- index, which run_scheduler sweeps from where it stopped (scheduler.sql).
+-- Claims, heartbeats and completions become HOT updates, and an update on
+-- the same page logs a short diff (see tables.sql): steps is rebuilt with
+-- its columns in the order a step's life changes them, its fillfactor 50,
+-- and without the scheduler's partial indexes on status and finished_at:
+-- run_scheduler sweeps the operations in flight from where it stopped
+-- (operations_open_idx, made with operations below; scheduler.sql).
 -- The rebuild rewrites every retained step once, under the update's lock.
 -- The functions whose signatures name the row type go with the old table
 -- and are created again below.
@@ -94,9 +95,7 @@ INSERT INTO payflow.steps (operation_id, step_name, created_at, input_ref, exter
 SELECT operation_id, step_name, created_at, input_ref, external_ref, attempt, lease_owner, claimed_at, status, lease_expires_at, pending_since, next_attempt_at, result, result_ref, (completion ->> 'eventId')::uuid, last_error, finished_at
   FROM payflow.steps_0_3_0;
 DROP TABLE payflow.steps_0_3_0;
-CREATE INDEX steps_open_idx ON payflow.steps (operation_id, step_name) WHERE finished_at IS NULL;
 CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
-CREATE INDEX steps_finished_idx ON payflow.steps (finished_at) WHERE finished_at IS NOT NULL;
 GRANT SELECT ON payflow.steps TO payflow_admin;
 
 -- Locks a step's row (after its operation's); all NULL when it does not exist.
@@ -132,7 +131,6 @@ $$;
 CREATE TABLE payflow.scheduler_sweep (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	after_operation text COLLATE "C" NOT NULL DEFAULT '',
-	after_step text COLLATE "C" NOT NULL DEFAULT '',
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
@@ -232,6 +230,7 @@ CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL;
 CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+CREATE INDEX operations_open_idx ON payflow.operations (id) WHERE terminal_at IS NULL;
 GRANT SELECT ON payflow.operations TO payflow_admin;
 GRANT SELECT (id, tenant, payment_id, idempotency_key, correlation_id, status, current_step,
 			  result, error, created_at, updated_at, terminal_at)
@@ -656,25 +655,31 @@ $$;
 
 -- Health figures for dashboards and alarms.  Scraped often (the HTTP edge's
 -- /metrics), so it never scans all retained operations: every operation not
--- yet terminal has exactly one step PENDING, RUNNING or RETRY_WAIT, found
--- through the steps' partial indexes; recent terminal operations and
--- finished steps come from the terminal_at and finished_at indexes.  Its
+-- yet terminal (operations_open_idx) has exactly one open step, its
+-- current_step (PENDING, RUNNING or RETRY_WAIT); recent terminal
+-- operations come from the terminal_at index.  A step that finished in the
+-- last hour belongs to an operation still in flight or to one that ended
+-- since, so those two sets' steps are all there is to read for it.  Its
 -- cost follows the work in flight and the last hour, not the retention.
 CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 	LANGUAGE sql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
-	WITH active AS (
+	WITH in_flight AS MATERIALIZED (
+		SELECT o.id, o.status, o.updated_at, o.current_step
+		  FROM payflow.operations o
+		 WHERE o.terminal_at IS NULL	-- operations_open_idx's predicate
+	), active AS (
 		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
-		  FROM payflow.steps s
-		  JOIN payflow.operations o ON o.id = s.operation_id
-		 WHERE s.finished_at IS NULL	-- steps_open_idx's predicate
-		   AND s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
-	), recent AS (
+		  FROM in_flight o
+		  JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
+		 WHERE s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
+	), recent AS MATERIALIZED (
 		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (
 		SELECT s.step_name, s.status, extract(epoch FROM s.finished_at - s.claimed_at) AS run_seconds
-		  FROM payflow.steps s
+		  FROM (SELECT id FROM in_flight UNION ALL SELECT id FROM recent) o
+		  JOIN payflow.steps s ON s.operation_id = o.id
 		 WHERE s.finished_at > now() - interval '1 hour'
 	)
 	SELECT jsonb_build_object(
@@ -766,12 +771,21 @@ $$;
 -- Periodic work, run by the background worker (or pg_cron):
 -- 1. expired leases: the step is retried (attempt + 1 at the next claim),
 --    or the operation fails once max_attempts runs all died;
--- 2. due retries: the step's request event is emitted again;
--- 3. stuck steps, PENDING for payflow.stuck_after with no event of their
+-- 2. stuck steps, PENDING for payflow.stuck_after with no event of their
 --    payment waiting in the outbox: the request event is emitted again.
---    This recovers operations whose message a queue lost.
--- Each part handles at most max_rows rows; rows locked by a worker are
--- skipped and seen next time.
+--    This recovers operations whose message a queue lost;
+-- 3. due retries: the step's request event is emitted again.
+-- 1 and 2 come from a sweep of the operations in flight
+-- (operations_open_idx), each with its one open step (current_step): no
+-- index names a lease or a status, so that claims, heartbeats and
+-- completions stay HOT updates.  A call looks at up to 10 x max_rows
+-- operations from where the last one stopped (payflow.scheduler_sweep) and
+-- starts over from the first when it reaches the end: with fewer in flight
+-- than that, every call sees them all; with more, a lease is found expired
+-- within (operations in flight / (10 x max_rows)) calls, which the README
+-- states.  3 comes from steps_retry_idx by due time.  Each part handles at
+-- most max_rows rows; rows locked by a worker are skipped and seen next
+-- time.
 CREATE OR REPLACE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -803,16 +817,16 @@ BEGIN
 	SELECT * INTO v_sweep FROM payflow.scheduler_sweep FOR UPDATE SKIP LOCKED;
 	IF FOUND THEN
 		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
-				   FROM payflow.steps x
-				  WHERE x.finished_at IS NULL
-					-- byte-wise, as steps_open_idx orders them
-					AND (x.operation_id, x.step_name) > (v_sweep.after_operation COLLATE "C", v_sweep.after_step COLLATE "C")
-				  ORDER BY x.operation_id, x.step_name LIMIT v_scan
+				   FROM payflow.operations f
+				   JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
+					-- byte-wise, as operations_open_idx orders them
+					AND f.id > v_sweep.after_operation COLLATE "C"
+				  ORDER BY f.id LIMIT v_scan
 		LOOP
 			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;
 			v_seen := v_seen + 1;
 			v_sweep.after_operation := r.operation_id;
-			v_sweep.after_step := r.step_name;
 			CONTINUE WHEN NOT ((r.status = 'RUNNING' AND r.lease_expires_at < now())
 							   OR (r.status = 'PENDING' AND r.pending_since < now() - v_stuck_after));
 			SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
@@ -851,13 +865,10 @@ BEGIN
 			END IF;
 		END LOOP;
 		IF v_seen < v_scan AND v_expired + v_failed < max_rows AND v_stuck < max_rows THEN
-			-- the end of the open steps: the next call starts from the first
+			-- the end of the operations in flight: the next call starts from the first
 			v_sweep.after_operation := '';
-			v_sweep.after_step := '';
 		END IF;
-		UPDATE payflow.scheduler_sweep
-		   SET after_operation = v_sweep.after_operation, after_step = v_sweep.after_step, updated_at = now()
-		 WHERE id;
+		UPDATE payflow.scheduler_sweep SET after_operation = v_sweep.after_operation, updated_at = now() WHERE id;
 	END IF;
 
 	FOR r IN SELECT operation_id, step_name FROM payflow.steps

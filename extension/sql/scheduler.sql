@@ -57,15 +57,17 @@ $$;
 --    payment waiting in the outbox: the request event is emitted again.
 --    This recovers operations whose message a queue lost;
 -- 3. due retries: the step's request event is emitted again.
--- 1 and 2 come from a sweep of the open steps (steps_open_idx): no index
--- names a lease or a status, so that claims and heartbeats stay HOT
--- updates.  A call looks at up to 10 x max_rows open steps from where the
--- last one stopped (payflow.scheduler_sweep) and starts over from the first
--- when it reaches the end: with fewer steps in flight than that, every call
--- sees them all; with more, a lease is found expired within (steps in
--- flight / (10 x max_rows)) calls, which the README states.  3 comes from
--- steps_retry_idx by due time.  Each part handles at most max_rows rows;
--- rows locked by a worker are skipped and seen next time.
+-- 1 and 2 come from a sweep of the operations in flight
+-- (operations_open_idx), each with its one open step (current_step): no
+-- index names a lease or a status, so that claims, heartbeats and
+-- completions stay HOT updates.  A call looks at up to 10 x max_rows
+-- operations from where the last one stopped (payflow.scheduler_sweep) and
+-- starts over from the first when it reaches the end: with fewer in flight
+-- than that, every call sees them all; with more, a lease is found expired
+-- within (operations in flight / (10 x max_rows)) calls, which the README
+-- states.  3 comes from steps_retry_idx by due time.  Each part handles at
+-- most max_rows rows; rows locked by a worker are skipped and seen next
+-- time.
 CREATE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -97,16 +99,16 @@ BEGIN
 	SELECT * INTO v_sweep FROM payflow.scheduler_sweep FOR UPDATE SKIP LOCKED;
 	IF FOUND THEN
 		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
-				   FROM payflow.steps x
-				  WHERE x.finished_at IS NULL
-					-- byte-wise, as steps_open_idx orders them
-					AND (x.operation_id, x.step_name) > (v_sweep.after_operation COLLATE "C", v_sweep.after_step COLLATE "C")
-				  ORDER BY x.operation_id, x.step_name LIMIT v_scan
+				   FROM payflow.operations f
+				   JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
+					-- byte-wise, as operations_open_idx orders them
+					AND f.id > v_sweep.after_operation COLLATE "C"
+				  ORDER BY f.id LIMIT v_scan
 		LOOP
 			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;
 			v_seen := v_seen + 1;
 			v_sweep.after_operation := r.operation_id;
-			v_sweep.after_step := r.step_name;
 			CONTINUE WHEN NOT ((r.status = 'RUNNING' AND r.lease_expires_at < now())
 							   OR (r.status = 'PENDING' AND r.pending_since < now() - v_stuck_after));
 			SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
@@ -145,13 +147,10 @@ BEGIN
 			END IF;
 		END LOOP;
 		IF v_seen < v_scan AND v_expired + v_failed < max_rows AND v_stuck < max_rows THEN
-			-- the end of the open steps: the next call starts from the first
+			-- the end of the operations in flight: the next call starts from the first
 			v_sweep.after_operation := '';
-			v_sweep.after_step := '';
 		END IF;
-		UPDATE payflow.scheduler_sweep
-		   SET after_operation = v_sweep.after_operation, after_step = v_sweep.after_step, updated_at = now()
-		 WHERE id;
+		UPDATE payflow.scheduler_sweep SET after_operation = v_sweep.after_operation, updated_at = now() WHERE id;
 	END IF;
 
 	FOR r IN SELECT operation_id, step_name FROM payflow.steps

@@ -125,6 +125,14 @@ CREATE TABLE payflow.operations (
 
 CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL;
+-- The operations in flight, each with its one open step (current_step):
+-- run_scheduler sweeps them, a bounded slice a call from where the last
+-- one stopped (payflow.scheduler_sweep), for expired leases and stuck
+-- steps; metrics() counts them.  An operation enters it at submit and
+-- leaves it at its terminal update, which is not HOT anyway (terminal_at
+-- is indexed above), so that no index of payflow.steps needs to know
+-- whether a step is open.
+CREATE INDEX operations_open_idx ON payflow.operations (id) WHERE terminal_at IS NULL;
 CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
 
@@ -140,18 +148,20 @@ CREATE TABLE payflow.operation_history (
 	PRIMARY KEY (operation_id, id)
 );
 
--- Steps churn: claim, heartbeat, complete.  A claim and a heartbeat touch
--- no indexed column, so they are HOT updates (0.4.0: the scheduler's three
--- partial indexes on status made every claim write the whole row and two
--- index entries to the WAL, 0.7 KB a claim): the indexes below name only
--- columns the common path leaves alone until the step finishes.
--- A HOT update needs room on the row's own page, and a batch claims up to
--- ten steps of one page in one transaction, when none of the old versions
--- can be pruned yet: at fillfactor 50 a page keeps room for a second
--- version of each of its rows (at 70, a quarter of the claims in the
--- step-engine bench found no room and were not HOT).  Finished rows keep
--- the room until vacuum hands it to new rows: the table is larger, the WAL
--- smaller.
+-- Steps churn: claim, heartbeat, complete.  None of them touches an
+-- indexed column, so all are HOT updates (0.4.0: the scheduler's partial
+-- indexes on status and finished_at made every claim and completion write
+-- the whole row and two or three index entries to the WAL): the only index
+-- besides the key is on next_attempt_at, which the common path leaves
+-- NULL.  Open steps are found through their operation
+-- (operations_open_idx and current_step).
+-- A HOT update needs room on the row's own page, and a batch claims (or
+-- completes) up to ten steps of one page in one transaction, when none of
+-- the old versions can be pruned yet: at fillfactor 50 a page keeps room
+-- for a second version of each of its rows (at 70, a quarter of the claims
+-- in the step-engine bench found no room and were not HOT).  Finished rows
+-- keep the room until vacuum hands it to new rows: the table is larger,
+-- the WAL smaller.
 CREATE TABLE payflow.steps (
 	-- The columns are in the order the step's life changes them: PostgreSQL
 	-- logs an update on the same page as the bytes between the longest
@@ -182,25 +192,15 @@ CREATE TABLE payflow.steps (
 		autovacuum_analyze_scale_factor = 0.05,
 		autovacuum_vacuum_cost_delay = 0);
 
--- The open steps (PENDING, RUNNING, RETRY_WAIT): one per operation in
--- flight.  run_scheduler sweeps them in key order, a bounded slice a call
--- from where the last one stopped (payflow.scheduler_sweep), for expired
--- leases and stuck steps; metrics() counts them.  Its key never changes
--- and a step leaves it when it finishes, whose update is not HOT anyway.
-CREATE INDEX steps_open_idx ON payflow.steps (operation_id, step_name) WHERE finished_at IS NULL;
--- Retries by due time.  next_attempt_at is NULL from insert to claim on
--- the common path, so a claim leaves this index alone.
+-- Retries by due time.  next_attempt_at is NULL from insert to completion
+-- on the common path, so claims and completions leave this index alone.
 CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
--- metrics(): the steps finished in the last hour, without reading the others.
--- An entry is added once per step, when it finishes.
-CREATE INDEX steps_finished_idx ON payflow.steps (finished_at) WHERE finished_at IS NOT NULL;
 
--- Where run_scheduler's sweep of the open steps stopped: the key of the
--- last step it looked at ('' and '': start from the first).  One row.
+-- Where run_scheduler's sweep of the operations in flight stopped: the id
+-- of the last one it looked at ('': start from the first).  One row.
 CREATE TABLE payflow.scheduler_sweep (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	after_operation text COLLATE "C" NOT NULL DEFAULT '',
-	after_step text COLLATE "C" NOT NULL DEFAULT '',
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;

@@ -4,7 +4,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(71);
+SELECT plan(72);
 
 -- schema
 SELECT has_schema('payflow');
@@ -40,6 +40,14 @@ SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid =
 						 AND (a.attnum = ANY (i.indkey)
 							  OR pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M'))),
 		  'claims, heartbeats and saved refs change no indexed column of payflow.steps');
+-- nor does a completion (the open steps are found through their operations)
+SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+					   WHERE i.indrelid = 'payflow.steps'::regclass
+						 AND a.attname IN ('status', 'lease_expires_at', 'pending_since', 'result', 'result_ref',
+										   'completed_event_id', 'last_error', 'finished_at')
+						 AND (a.attnum = ANY (i.indkey)
+							  OR pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M'))),
+		  'completions and failures change no indexed column of payflow.steps');
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
 					   WHERE i.indrelid = 'payflow.outbox'::regclass
 						 AND a.attname IN ('claimed_by', 'claim_expires_at', 'attempts', 'available_at')

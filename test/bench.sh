@@ -178,8 +178,8 @@ pages_of() {
 			 END { print s + 0 }'
 }
 # the submit rounds above left their operations PENDING: start from none
-q -c "TRUNCATE payflow.outbox, payflow.operations, payflow.steps, payflow.operation_history, payflow.payloads" \
-  -c "SELECT count(payflow.submit('bench-active-' || n, '{\"amount\": 1}')) FROM generate_series(1, 1000) n" >/dev/null
+bench_truncate_payflow
+q -c "SELECT count(payflow.submit('bench-active-' || n, '{\"amount\": 1}')) FROM generate_series(1, 1000) n" >/dev/null
 metrics_small=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
 pages_small=$(pages_of "$metrics_body")
 q <<-'SQL' >/dev/null

@@ -126,3 +126,18 @@ bench_compare_row() {
 	printf "%-50s %10s %10s %9s %9s  %s\n" "$label" "$(printf "$format" "$c")" "$(printf "$format" "$sql")" "$r" \
 		"$(bench_paired "$2" "$3")" "$verdict"
 }
+
+# Empties payflow's operation tables between parts. One TRUNCATE of several
+# tables locks them one after another while run_scheduler (the worker, or
+# pg_cron in the C-free flavour) may hold one of them and want another: a
+# deadlock, whose victim is the TRUNCATE (40P01). It is tried again.
+bench_truncate_payflow() {
+	local i
+	for i in 1 2 3 4; do
+		pf_psql -Atq -c "TRUNCATE payflow.outbox, payflow.operations, payflow.steps, payflow.operation_history,
+								  payflow.payloads" >/dev/null 2>&1 && return 0
+		sleep 0.3
+	done
+	pf_psql -Atq -c "TRUNCATE payflow.outbox, payflow.operations, payflow.steps, payflow.operation_history,
+							  payflow.payloads" >/dev/null
+}

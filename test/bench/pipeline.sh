@@ -156,8 +156,8 @@ declare -A submit_tps
 for f in $BENCH_FLAVOURS; do
 	bench_use "$f"
 	submit_tps[$f]=$(bench_med "${tps[$f.submit]}")
-	q -c "TRUNCATE payflow.outbox, payflow.operations, payflow.steps, payflow.operation_history, payflow.payloads" \
-		-c "VACUUM ANALYZE" >/dev/null
+	bench_truncate_payflow
+	q -c "VACUUM ANALYZE" >/dev/null
 done
 bench_use c
 q -c "DROP SCHEMA pgmq CASCADE" -c "DROP TABLE bench_raw" >/dev/null 2>&1

@@ -66,6 +66,7 @@ pf_ok "the worker runs the 60 s payment" pf_wait_for 30 claimed
 lease() { q -c "SELECT lease_expires_at FROM payflow.steps WHERE operation_id = '$long' AND step_name = 'PROCESS_PAYMENT'"; }
 lease_moved() { [ "$(lease)" != "$1" ]; }
 renewals_since() { curl -fsS "$front/_front/visibility?since=$1" | jq 'length'; }
+renewed_since() { [ "$(renewals_since "$1")" -gt 0 ]; }
 worker_ok=no
 visibility_ok=no
 for try in 1 2 3; do
@@ -73,12 +74,20 @@ for try in 1 2 3; do
 	read -r id opened <<<"$(open_request "$WORKER_TOKEN")"
 	before=$(lease)
 	pf_wait_for 20 lease_moved "$before" || { wk_log "try $try: the lease did not move"; continue; }
-	renewed=$(renewals_since "$opened")
 	if still_open "$WORKER_TOKEN" "$id"; then
 		worker_ok=yes
-		wk_log "try $try: renewed while request $id was open ($renewed visibility change(s) since it opened)"
-		[ "$renewed" -gt 0 ] && visibility_ok=yes
-		break
+		# the same heartbeat's visibility change leaves in a batch of its own a
+		# few ms after the lease's update (coalesced with the other messages'):
+		# wait for it, then check the request is still open
+		pf_wait_for 2 renewed_since "$opened" || true
+		renewed=$(renewals_since "$opened")
+		if [ "$renewed" -gt 0 ] && still_open "$WORKER_TOKEN" "$id"; then
+			visibility_ok=yes
+			wk_log "try $try: renewed while request $id was open ($renewed visibility change(s) since it opened)"
+			break
+		fi
+		wk_log "try $try: the lease moved while request $id was open, the visibility change not yet ($renewed)"
+		continue
 	fi
 	wk_log "try $try: request $id ended before the lease was renewed"
 done

@@ -701,12 +701,16 @@ BEGIN
 				   ORDER BY s.since), '[]')
 		  FROM (
 			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since
-			   FROM payflow.operations f JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+			   FROM payflow.operations f
+			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
 			  WHERE f.terminal_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
 			  ORDER BY x.claimed_at LIMIT v_limit)
 			UNION ALL
 			(SELECT x.*, 'pending_too_long', x.pending_since
-			   FROM payflow.operations f JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+			   FROM payflow.operations f
+			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
 			  WHERE f.terminal_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
 			  ORDER BY x.pending_since LIMIT v_limit)
 			UNION ALL

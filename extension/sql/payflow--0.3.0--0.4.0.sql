@@ -670,17 +670,21 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 		  FROM payflow.operations o
 		 WHERE o.terminal_at IS NULL	-- operations_open_idx's predicate
 	), active AS (
+		-- each operation's steps by a probe of steps_pkey (LATERAL ... OFFSET 0
+		-- keeps it a nested loop): a merge or hash join would read the steps
+		-- of every retained operation
 		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
 		  FROM in_flight o
-		  JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
+		 CROSS JOIN LATERAL (SELECT t.operation_id, t.step_name, t.status FROM payflow.steps t
+							  WHERE t.operation_id = o.id AND t.step_name = o.current_step OFFSET 0) s
 		 WHERE s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
 	), recent AS MATERIALIZED (
 		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (
 		SELECT s.step_name, s.status, extract(epoch FROM s.finished_at - s.claimed_at) AS run_seconds
 		  FROM (SELECT id FROM in_flight UNION ALL SELECT id FROM recent) o
-		  JOIN payflow.steps s ON s.operation_id = o.id
-		 WHERE s.finished_at > now() - interval '1 hour'
+		 CROSS JOIN LATERAL (SELECT t.step_name, t.status, t.finished_at, t.claimed_at FROM payflow.steps t
+							  WHERE t.operation_id = o.id AND t.finished_at > now() - interval '1 hour' OFFSET 0) s
 	)
 	SELECT jsonb_build_object(
 		'operations', (
@@ -818,7 +822,9 @@ BEGIN
 	IF FOUND THEN
 		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
 				   FROM payflow.operations f
-				   JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+				   -- a probe of steps_pkey per operation (see metrics())
+				  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+									   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
 				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
 					-- byte-wise, as operations_open_idx orders them
 					AND f.id > v_sweep.after_operation COLLATE "C"

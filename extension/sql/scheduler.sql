@@ -100,7 +100,9 @@ BEGIN
 	IF FOUND THEN
 		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
 				   FROM payflow.operations f
-				   JOIN payflow.steps x ON x.operation_id = f.id AND x.step_name = f.current_step
+				   -- a probe of steps_pkey per operation (see metrics())
+				  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+									   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
 				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
 					-- byte-wise, as operations_open_idx orders them
 					AND f.id > v_sweep.after_operation COLLATE "C"

@@ -91,8 +91,9 @@ $$;
 --    should complete_steps refuse an item the batch just claimed, the whole
 --    call fails (PF004 or the item's own code), and nothing of it stays.
 --  - The hooks of all items run in one statement (one plan, one
---    subtransaction: 80 us an item less than a statement and a
---    subtransaction each).  Should one raise or answer anything but a JSON
+--    subtransaction; with the shipped hook in batches of ten, 0.33-0.37
+--    CPU ms per item against 0.38-0.42 for a statement and a subtransaction
+--    each).  Should one raise or answer anything but a JSON
 --    object, that statement is rolled back with what every hook wrote, and
 --    each item runs again on its own as above: a hook may then run twice for
 --    an item, its first run undone.

@@ -12,7 +12,9 @@
 #                            (sigv4-front's GET /_front/calls); "" for none
 #   cost_begin               snapshot before the burst
 #   cost_end KEY OPS         snapshot after it; adds this window's figures per
-#                            operation to KEY's rounds
+#                            operation to KEY's rounds (first waits up to 2 s
+#                            for the window's extra backends to end, unless
+#                            COST_KEEP_BACKENDS=1)
 #   cost_med KEY FIELD       the median of FIELD over KEY's rounds ("-" if none)
 #   cost_rounds KEY FIELD    the rounds' values, blank-separated
 #   cost_table_header        the table of systems side by side, and a row of
@@ -195,9 +197,10 @@ cost_end() {
 	local key=$1 ops=$2 d lsn0 lsn1 oid stm0 stm1 other commits
 	d=$COST_DIR
 	# the burst's own sessions (pgbench's) gone and reaped, so that their
-	# CPU is in this window, not the next (2 s at most)
+	# CPU is in this window, not the next (2 s at most); not with
+	# COST_KEEP_BACKENDS=1, whose caller reads a client's backend still alive
 	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-		[ "$(cost_backends)" -gt "$(cat "$d/backends0")" ] || break
+		[ "${COST_KEEP_BACKENDS:-0}" = 0 ] && [ "$(cost_backends)" -gt "$(cat "$d/backends0")" ] || break
 		sleep 0.1
 	done
 	cost_sql_line >"$d/sql1"

@@ -31,6 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/bench/lib.sh
+source test/bench/cost.sh
 
 EVENTS=${BENCH_RELAY_EVENTS:-10000}
 IN_FLIGHT=${BENCH_RELAY_IN_FLIGHT:-4 8}
@@ -87,7 +88,7 @@ cat >"$work/relay_bench.c" <<'C'
 /*
  * relay_bench send QUEUE_URL EVENTS IN_FLIGHT
  *		SendMessageBatch calls of ten, IN_FLIGHT at once, bodies shaped like
- *		payflow's events; prints events/s.
+ *		payflow's events; prints events/s and its own CPU ms.
  * relay_bench purge QUEUE_URL
  * relay_bench read QUEUE_URL EVENTS IDLE_MS
  *		Long polls (four at once), deletes what it got; one line per message:
@@ -98,6 +99,7 @@ cat >"$work/relay_bench.c" <<'C'
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 
 #include "payflow/aws_client.h"
 #include "payflow/aws_credentials.h"
@@ -181,7 +183,15 @@ send_events(const char *url, int total, int in_flight)
 			running--;
 		}
 	}
-	printf("%.0f\n", total * 1000.0 / (double) (pf_now_ms() - start + 1));
+	{
+		struct rusage ru;
+
+		/* events/s, and this process's CPU ms (user + system) */
+		getrusage(RUSAGE_SELF, &ru);
+		printf("%.0f %.1f\n", total * 1000.0 / (double) (pf_now_ms() - start + 1),
+			   (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+			   (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0);
+	}
 	if (failed)
 		fprintf(stderr, "relay_bench: %d entries failed\n", failed);
 	return failed ? 1 : 0;
@@ -322,10 +332,20 @@ bench=$work/relay_bench
 # than the relay); each query is its own transaction, so no snapshot holds
 # back vacuum while the relay deletes rows.  relay_round points it at the
 # flavour's cluster (\connect) when that changes.
-coproc PSQL { pf_psql -Atq 2>&1; }
+coproc PSQL { pf_psql -Atq -c "SET enable_seqscan = off" -f - 2>&1; }
 psql_port=$PGPORT
 outbox_rows() {
 	echo "SELECT count(*) FROM payflow.outbox;" >&"${PSQL[1]}"
+	read -r line <&"${PSQL[0]}"
+	echo "$line"
+}
+# The poll while the relay drains: "t" once the outbox is empty.  The
+# first live row by outbox_seq_idx (the acked rows' entries are marked dead
+# as the scan passes them), not count(*): a count reads every page of the
+# outbox, ~3 ms at 10,000 rows, and every 10 ms that cost the cluster
+# 23 µs per event, a third of what the relay itself was charged.
+outbox_empty() {
+	echo "SELECT (SELECT seq FROM payflow.outbox WHERE seq > 0 ORDER BY seq LIMIT 1) IS NULL;" >&"${PSQL[1]}"
 	read -r line <&"${PSQL[0]}"
 	echo "$line"
 }
@@ -338,6 +358,7 @@ relay_round() {
 	use "$1"
 	if [ "$psql_port" != "$PGPORT" ]; then
 		echo "\\connect '$PAYFLOW_DATABASE_URL'" >&"${PSQL[1]}"
+		echo "SET enable_seqscan = off;" >&"${PSQL[1]}"
 		psql_port=$PGPORT
 	fi
 	q -c "SELECT count(payflow.submit('bench-$RANDOM$RANDOM-' || g, jsonb_build_object('amount', g, 'currency', 'EUR'),
@@ -346,29 +367,70 @@ relay_round() {
 	# what autovacuum would have done by now
 	q -c "VACUUM ANALYZE payflow.outbox"
 	n=$(outbox_rows)
+	cost_watch_emulator
+	cost_begin
 	t0=$EPOCHREALTIME
 	PAYFLOW_RELAY_IN_FLIGHT=$2 workers/bin/payflow-relay 2>>"$work/relay.log" &
 	relay_pid=$!
-	while [ "$(outbox_rows)" != 0 ]; do sleep 0.01; done
+	while [ "$(outbox_empty)" != t ]; do sleep 0.01; done
 	t1=$EPOCHREALTIME
+	# the relay and its backend still up, so each is read apart
+	relay_ticks=$(awk '{ print $14 + $15 }' "/proc/$relay_pid/stat")
+	COST_KEEP_BACKENDS=1 cost_end "$1.$2" "$n"
 	kill -TERM "$relay_pid"
 	wait "$relay_pid" || echo "relay exited with $?" >&2
 	relay_pid=
+	awk -v t="$relay_ticks" -v hz="$COST_HZ" -v n="$n" 'BEGIN { printf "%.4f\n", t * 1000 / hz / n }' \
+		>>"$COST_DIR/$1.$2/proc_client"
 	"$bench" purge "$queue"
 	round_rate=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", n / (b - a) }')
 }
 
+# the emulator's two processes, whose CPU each round reports per event
+cost_watch_emulator() {
+	cost_watch fauxqs "$(cat "$PAYFLOW_EMULATOR_RUN_DIR/fauxqs.pid")"
+	cost_watch sigv4-front "$(cat "$PAYFLOW_EMULATOR_RUN_DIR/front.pid")"
+}
+
+# baseline_round IN_FLIGHT: events/s in $round_rate
 baseline_round() {
-	"$bench" send "$queue" "$EVENTS" "$1"
+	local out
+	use c
+	cost_watch_emulator
+	cost_begin
+	out=$("$bench" send "$queue" "$EVENTS" "$1")
+	cost_end "base.$1" "$EVENTS"
+	awk -v ms="${out#* }" -v n="$EVENTS" 'BEGIN { printf "%.4f\n", ms / n }' >>"$COST_DIR/base.$1/proc_client"
+	round_rate=${out% *}
 	"$bench" purge "$queue"
+}
+
+# cpu_row LABEL KEY: CPU µs per event by process, medians of the rounds
+cpu_row() {
+	local key=$1 us
+	us() { awk -v v="$(cost_med "$key" "$1")" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v * 1000 }'; }
+	printf "%-34s %9s %9s %9s %9s %9s %9s\n" "$2" "$(us proc_client)" "$(us client_payflow-relay)" \
+		"$(awk -v a="$(cost_med "$key" pg_ms)" -v b="$(cost_med "$key" client_payflow-relay)" \
+			'BEGIN { if (b == "-") b = 0; printf "%.0f", (a - b) * 1000 }')" \
+		"$(us proc_sigv4-front)" "$(us proc_fauxqs)" \
+		"$(awk -v k="$key" -v d="$COST_DIR" 'BEGIN {
+			n = split("proc_client pg_ms proc_sigv4-front proc_fauxqs", f, " ")
+			for (i = 1; i <= n; i++) { c = "sort -n " d "/" k "/" f[i]; m = 0; j = 0
+				while ((c | getline v) > 0) a[++j] = v; close(c)
+				m = (j % 2) ? a[(j + 1) / 2] : (a[j / 2] + a[j / 2 + 1]) / 2; t += m }
+			printf "%.0f", t * 1000 }')"
 }
 
 # warm up node's JIT, the connections and the caches, untimed
 "$bench" send "$queue" 3000 4 >/dev/null
 "$bench" purge "$queue"
+# cost.sh's rounds, gone with the rest
+COST_DIR=$work/cost
+mkdir -p "$COST_DIR"
 EVENTS_SAVED=$EVENTS
 EVENTS=3000
 for f in $BENCH_FLAVOURS; do relay_round "$f" 4; done
+rm -rf "${COST_DIR:?}"/*
 EVENTS=$EVENTS_SAVED
 use c
 
@@ -382,7 +444,8 @@ for k in $IN_FLIGHT; do
 	for f in $BENCH_FLAVOURS; do relay[$f]=""; done
 	for round in $(seq 1 "$ROUNDS"); do
 		# interleaved, so a noisy neighbour hits all alike
-		base+="$(baseline_round "$k") "
+		baseline_round "$k"
+		base+="$round_rate "
 		for f in $(bench_order "$round"); do
 			relay_round "$f" "$k"
 			relay[$f]+="$round_rate "
@@ -396,6 +459,23 @@ for k in $IN_FLIGHT; do
 		label="payflow-relay (claim, send, ack)"
 		[ "$f" = c ] || label="payflow-relay, $(bench_label "$f") flavour"
 		printf "%-52s %9s %10.0f %7s\n" "$label" "$k" "$r" "$(bench_ratio "$r" "$base")"
+	done
+done
+echo
+echo "CPU µs per event by process (medians; the 2 cores are shared by all of them):"
+printf "%-34s %9s %9s %9s %9s %9s %9s\n" "" "sender" "its PG" "other PG" "SQS front" "fauxqs" "total"
+for k in $IN_FLIGHT; do
+	cpu_row "base.$k" "plain loop, $k in flight"
+	for f in $BENCH_FLAVOURS; do
+		cpu_row "$f.$k" "payflow-relay $(bench_label "$f"), $k in flight"
+	done
+done
+echo "  sender: the loop or payflow-relay; its PG: the relay's backend; other PG: the rest of"
+echo "  the cluster (the bench's outbox poll, the scheduler, autovacuum, ...); per process:"
+for k in $IN_FLIGHT; do
+	for f in $BENCH_FLAVOURS; do
+		echo " payflow-relay $(bench_label "$f"), $k in flight (ms per event):"
+		cost_detail "$f.$k" | grep -v "^  SQS calls"
 	done
 done
 

@@ -6,8 +6,9 @@
  *
  * Wakes up on NOTIFY payflow_outbox (sent by the extension's scheduler
  * worker after commits that wrote the outbox), polls every
- * PAYFLOW_POLL_INTERVAL_MS as a fallback, and claims again at once while
- * claims come back full or calls finish. Waits on the libpq socket and the
+ * PAYFLOW_POLL_INTERVAL_MS as a fallback, claims again at once while
+ * claims come back full, and with every statement that writes acks (at
+ * most ACK_DELAY_MS after a call finished). Waits on the libpq socket and the
  * curl transfers together, so claiming, sending and acking overlap.
  *
  * SIGTERM or SIGINT (stop_signals.h: a signalfd the loop reads every turn,
@@ -100,9 +101,10 @@ outcomes_pending(const relay *r)
 
 /*
  * The loop. Each turn: read the database's answer and notifications, start
- * queued batches, send the database what is due (outcomes, and a claim when
- * there is room and a reason: a wake-up, a full claim, acked rows, finished
- * calls, the poll interval), then wait for a call to finish, the database
+ * queued batches, send the database what is due (outcomes that waited long
+ * enough, and a claim when there is room and a reason: a wake-up, a full
+ * claim, acked rows, the poll interval; a statement sent for one of them
+ * carries the other too), then wait for a call to finish, the database
  * socket or the next deadline.
  */
 static int
@@ -156,14 +158,15 @@ relay_run(relay *r)
 		{
 			bool		claim = room > 0 && (r->claim_wanted || now >= next_poll_ms);
 
-			if (claim || outcomes_pending(r))
+			if (claim || relay_outcomes_due(r, now, stopping))
 			{
-				if (claim)
+				/* a statement that goes anyway claims too: same round trip */
+				if (room > 0)
 				{
 					r->claim_wanted = false;
 					next_poll_ms = now + r->cfg.poll_interval_ms;
 				}
-				relay_db_send(r, claim ? room : 0);
+				relay_db_send(r, room);
 				relay_start_batches(r);
 			}
 		}
@@ -174,14 +177,23 @@ relay_run(relay *r)
 		now = pf_now_ms();
 		room = stopping ? 0 : claim_room(r);
 		timeout = MAX_WAIT_MS;
-		if (relay_db_ready(r) && (outcomes_pending(r) || (room > 0 && r->claim_wanted)))
+		if (relay_db_ready(r) && (relay_outcomes_due(r, now, stopping) || (room > 0 && r->claim_wanted)))
 			timeout = 0;
 		else if (!r->db.active)
 		{
+			int64_t		acks_due = relay_outcomes_deadline(r);
+
 			if (room > 0)
 				timeout = min_int(timeout, (int) (next_poll_ms > now ? next_poll_ms - now : 0));
 			if (now < r->db_retry_at_ms)
 				timeout = min_int(timeout, (int) (r->db_retry_at_ms - now));
+			/* gathered acks fall due (not before the database may be tried) */
+			if (acks_due != INT64_MAX)
+			{
+				if (acks_due < r->db_retry_at_ms)
+					acks_due = r->db_retry_at_ms;
+				timeout = min_int(timeout, (int) (acks_due > now ? acks_due - now : 0));
+			}
 		}
 		if (r->queued > 0 && relay_batch_deadline(r) != INT64_MAX)
 		{
@@ -196,10 +208,14 @@ relay_run(relay *r)
 		call = pf_sqs_wait(r->sqs, timeout, pgsock);
 		if (call == NULL && pf_aws_pending(r->aws) == 0 && pgsock < 0 && timeout > 0)
 			pf_sleep_ms(timeout);	/* nothing to wait on: just let time pass */
+		/*
+		 * A finished call wants no claim of its own: the queue's room did
+		 * not change, and its acks, written within ACK_DELAY_MS, take a
+		 * claim along.
+		 */
 		while (call != NULL)
 		{
 			relay_finish_batch(r, call);
-			r->claim_wanted = true; /* room again, probably */
 			call = pf_sqs_wait(r->sqs, 0, -1);
 		}
 

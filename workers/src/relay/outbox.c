@@ -28,6 +28,19 @@
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
 
+/*
+ * How long an ack may wait for company. Acks are written with the next
+ * claim, or when the oldest has waited this long, or when the calls they
+ * end hold half of the room for unacked calls. Each statement costs the
+ * relay's backend a few hundred microseconds whatever it carries (parse of
+ * the arrays, the plpgsql calls, the commit and its WAL flush); written
+ * after each call, acks made one statement per SendMessageBatch call.
+ * Later events of an acked row's message group wait for the ack, but a
+ * claim carries every ack pending and runs after them, so no claim misses
+ * a group head an ack would free.
+ */
+#define ACK_DELAY_MS 10
+
 #define DB_BACKOFF_BASE_MS 200
 #define DB_BACKOFF_CAP_MS 5000
 /* beyond the statement_timeout the server enforces: the connection is gone */
@@ -89,13 +102,45 @@ relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bo
 		o->texts = pf_realloc(o->texts, sizeof(char *) * (size_t) o->cap);
 		o->call_end = pf_realloc(o->call_end, sizeof(bool) * (size_t) o->cap);
 	}
+	if (o->n == 0)
+		o->oldest_ms = pf_now_ms();
 	o->event_ids[o->n] = pf_strdup(event_id);
 	o->texts[o->n] = text ? pf_strdup(text) : NULL;
 	o->call_end[o->n] = call_end;
 	o->n++;
 }
 
-/* Forget the first n outcomes (written, or given up); returns the calls they ended. */
+/*
+ * Whether the outcomes gathered should be written now, without waiting for
+ * a claim to carry them (see ACK_DELAY_MS): nacks at once (rare, and their
+ * back-off starts when written), acks when the oldest waited ACK_DELAY_MS,
+ * when the calls they end hold half of the room for unacked calls (sends
+ * would soon stop for them), or when stopping.
+ */
+bool
+relay_outcomes_due(const relay *r, int64_t now, bool stopping)
+{
+	if (r->nacks.n > 0)
+		return true;
+	if (r->acks.n == 0)
+		return false;
+	return stopping || now >= relay_outcomes_deadline(r) ||
+		2 * r->unacked_calls >= r->max_in_flight;
+}
+
+/* When the acks gathered fall due; INT64_MAX when there are none. */
+int64_t
+relay_outcomes_deadline(const relay *r)
+{
+	if (r->nacks.n > 0)
+		return 0;
+	return r->acks.n > 0 ? r->acks.oldest_ms + ACK_DELAY_MS : INT64_MAX;
+}
+
+/*
+ * Forget the first n outcomes (written, or given up); returns the calls
+ * they ended. Those left keep the oldest time: they are due no later.
+ */
 static int
 outcomes_drop(relay_outcomes *o, int n)
 {
@@ -364,8 +409,11 @@ take_result(relay *r, PGresult *res)
 	r->stats.acked += acked;
 	r->unacked_calls -= outcomes_drop(&r->acks, r->db.n_acks);
 	outcomes_drop(&r->nacks, r->db.n_nacks);
-	/* later events of the acked rows' message groups may be claimable now */
-	if (acked > 0)
+	/*
+	 * Later events of the acked rows' message groups may be claimable now;
+	 * a claim in the same statement ran after the acks and took them.
+	 */
+	if (acked > 0 && r->db.claim_max == 0)
 		r->claim_wanted = true;
 
 	for (int i = 0; r->db.claim_max > 0 && i < rows; i++)

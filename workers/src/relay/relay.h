@@ -8,8 +8,10 @@
  * calls in flight, and acks (or nacks) the outcome of each entry. While a
  * claim may bring more rows, a destination with fewer than ten waits for
  * them up to PAYFLOW_SQS_BATCH_WAIT_MS. Sends go on while the acks of
- * earlier calls are being written (at most PAYFLOW_RELAY_IN_FLIGHT more
- * calls' worth, which bounds what a crash sends twice). Delivery
+ * earlier calls wait to be written (at most PAYFLOW_RELAY_IN_FLIGHT more
+ * calls' worth, which bounds what a crash sends twice). Acks are gathered
+ * for a few milliseconds and ride with the next claim (outbox.c,
+ * relay_outcomes_due): one statement for many calls. Delivery
  * is at-least-once: a row is deleted only after SQS accepted it, so a crash
  * between the send and the ack sends it again once its claim expires.
  *
@@ -80,6 +82,7 @@ typedef struct relay_outcomes
 	char	  **texts;			/* message ids (acks) or errors (nacks) */
 	bool	   *call_end;		/* the last ack of a call: writing it frees
 								 * the call's place */
+	int64_t		oldest_ms;		/* when the oldest of them was added */
 } relay_outcomes;
 
 /* The one statement that may be running on the database connection. */
@@ -148,6 +151,8 @@ int			relay_db_socket(relay *r);
 void		relay_db_send(relay *r, int claim_max);
 int			relay_db_poll(relay *r);
 void		relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bool call_end);
+bool		relay_outcomes_due(const relay *r, int64_t now, bool stopping);
+int64_t		relay_outcomes_deadline(const relay *r);
 void		relay_outcomes_abandon(relay *r);
 void		relay_outcomes_free(relay_outcomes *o);
 

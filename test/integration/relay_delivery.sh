@@ -7,7 +7,8 @@
 #   - 1,000 submits -> exactly 1,000 PaymentRequested messages on a standard
 #     queue, bodies verbatim, attributes eventType/operationId/correlationId,
 #     the outbox empty afterwards and outbox_published holding the SQS
-#     message ids;
+#     message ids; fewer database statements than SendMessageBatch calls
+#     (acks are gathered);
 #   - the same on a FIFO queue, with MessageGroupId = paymentId and
 #     MessageDeduplicationId = eventId;
 #   - SIGTERM in the middle of a stream: exit 0, every sent event acked,
@@ -139,6 +140,16 @@ pf_ok "the message ids in outbox_published are those SQS gave the messages" \
 	cmp -s "$work/published-ids.txt" "$work/queue-ids.txt"
 stop_relay "$standard_relay"
 pf_eq "SIGTERM: exit 0" 0 "$relay_status"
+# Acks wait for company (up to 10 ms, or until two of the four calls are
+# unacked) and ride with claims: fewer statements than SendMessageBatch
+# calls.  Written after each call, as before, they took one statement a call
+# and more.
+stats=$(grep '"msg":"stopped' "$work/relay-standard.log" | tail -n 1)
+calls=$(sed -n 's/.*"calls":\([0-9]*\).*/\1/p' <<<"$stats")
+statements=$(sed -n 's/.*"statements":\([0-9]*\).*/\1/p' <<<"$stats")
+echo "# 1,000 events: $calls SendMessageBatch calls, $statements database statements"
+pf_ok "acks of several calls share a statement ($statements statements for $calls calls)" \
+	test "${statements:-999999}" -lt "${calls:-0}"
 
 # --- the same on a FIFO queue
 submit "$run-f" 1000

@@ -60,7 +60,7 @@ take_signals(void)
 static json_t *
 stats_json(const relay *r)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
 					 "claims", (json_int_t) r->stats.claims,
 					 "claimed", (json_int_t) r->stats.claimed,
 					 "sent", (json_int_t) r->stats.sent,
@@ -68,6 +68,7 @@ stats_json(const relay *r)
 					 "nacked", (json_int_t) r->stats.failed,
 					 "calls", (json_int_t) r->stats.calls,
 					 "failedCalls", (json_int_t) r->stats.failed_calls,
+					 "statements", (json_int_t) r->stats.statements,
 					 "inFlight", r->in_flight,
 					 "queued", r->queued,
 					 "sqs", pf_sqs_counts_json(r->sqs));

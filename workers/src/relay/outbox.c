@@ -489,6 +489,7 @@ relay_db_send(relay *r, int claim_max)
 	r->db.claim_max = claim_max > 0 ? claim_max : 0;
 	build_statement(r, &st, r->db.n_acks, r->db.n_nacks, r->db.claim_max);
 	r->db.started_ms = pf_now_ms();
+	r->stats.statements++;
 
 	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
 		prepare(r, conn, &st) &&

@@ -104,6 +104,7 @@ typedef struct relay_stats
 	long		acked;			/* rows the database deleted */
 	long		calls;
 	long		failed_calls;
+	long		statements;		/* sent to the database (claims, acks, nacks) */
 } relay_stats;
 
 typedef struct relay

@@ -140,7 +140,7 @@ pf_ok "the message ids in outbox_published are those SQS gave the messages" \
 	cmp -s "$work/published-ids.txt" "$work/queue-ids.txt"
 stop_relay "$standard_relay"
 pf_eq "SIGTERM: exit 0" 0 "$relay_status"
-# Acks wait for company (up to 10 ms, or until two of the four calls are
+# Acks wait for company (up to 5 ms, or until two of the four calls are
 # unacked) and ride with claims: fewer statements than SendMessageBatch
 # calls.  Written after each call, as before, they took one statement a call
 # and more.

@@ -413,12 +413,8 @@ cpu_row() {
 		"$(awk -v a="$(cost_med "$key" pg_ms)" -v b="$(cost_med "$key" client_payflow-relay)" \
 			'BEGIN { if (b == "-") b = 0; printf "%.0f", (a - b) * 1000 }')" \
 		"$(us proc_sigv4-front)" "$(us proc_fauxqs)" \
-		"$(awk -v k="$key" -v d="$COST_DIR" 'BEGIN {
-			n = split("proc_client pg_ms proc_sigv4-front proc_fauxqs", f, " ")
-			for (i = 1; i <= n; i++) { c = "sort -n " d "/" k "/" f[i]; m = 0; j = 0
-				while ((c | getline v) > 0) a[++j] = v; close(c)
-				m = (j % 2) ? a[(j + 1) / 2] : (a[j / 2] + a[j / 2 + 1]) / 2; t += m }
-			printf "%.0f", t * 1000 }')"
+		"$(for f in proc_client pg_ms proc_sigv4-front proc_fauxqs; do cost_med "$key" "$f"; done |
+			awk '$1 != "-" { t += $1 } END { printf "%.0f", t * 1000 }')"
 }
 
 # warm up node's JIT, the connections and the caches, untimed

@@ -66,6 +66,10 @@ CREATE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids te
 DECLARE
 	v_n integer;
 BEGIN
+	-- An xid before a seq: payflow._outbox_cursor relies on it (a
+	-- transaction's first write would otherwise draw the seq and only then
+	-- take its xid).  Every caller has written before, so this is a lookup.
+	PERFORM pg_catalog.pg_current_xact_id();
 	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
 	SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.group_key), e.body
 	  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies) WITH ORDINALITY
@@ -129,6 +133,53 @@ BEGIN
 END
 $$;
 
+-- Moves payflow._outbox_cursor (see tables.sql for why it is safe) and
+-- returns the low_seq to claim from.  One session at a time: another one
+-- that finds the row locked claims from the low_seq it read.
+CREATE FUNCTION payflow._outbox_cursor_move() RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	k payflow._outbox_cursor;
+	v_end bigint;
+	v_low bigint;
+BEGIN
+	SELECT * INTO k FROM payflow._outbox_cursor FOR UPDATE SKIP LOCKED;
+	IF NOT FOUND THEN
+		-- Another session is moving it, or a crash emptied the table.  (Not
+		-- INSERT ... ON CONFLICT first: it would wait for the other session.)
+		SELECT * INTO k FROM payflow._outbox_cursor;
+		IF NOT FOUND THEN
+			INSERT INTO payflow._outbox_cursor DEFAULT VALUES ON CONFLICT DO NOTHING;
+		END IF;
+		RETURN coalesce(k.low_seq, 0);
+	END IF;
+	-- the sequence's next value, before the snapshots of the statements below
+	SELECT CASE WHEN s.is_called THEN s.last_value + 1 ELSE s.last_value END INTO v_end
+	  FROM payflow.outbox_seq_seq s;
+	IF k.low_seq > v_end OR k.reset_at < clock_timestamp() - interval '1 minute' THEN
+		k.low_seq := 0;
+		k.reset_at := clock_timestamp();
+	ELSE
+		-- one statement, one snapshot: the horizon check and the rows it sees
+		SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= k.pending_xmax
+					THEN LEAST(k.pending_end,
+							   (SELECT o.seq FROM payflow.outbox o
+								 WHERE o.seq > 0 AND o.seq >= k.low_seq	-- outbox_seq_idx
+								 ORDER BY o.seq LIMIT 1))
+					ELSE k.low_seq END
+		  INTO v_low;
+		k.low_seq := GREATEST(k.low_seq, v_low);
+	END IF;
+	UPDATE payflow._outbox_cursor c
+	   SET low_seq = k.low_seq, pending_end = v_end,
+		   -- a later statement than the sequence's read above
+		   pending_xmax = pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()),
+		   moved_at = clock_timestamp(), reset_at = k.reset_at;
+	RETURN k.low_seq;
+END
+$$;
+
 -- Claims up to max_events outbox rows for a relay, oldest first, at most
 -- one per message group: a later event of a group is never handed out
 -- while an earlier one is unacked, so per-payment order holds even with
@@ -149,6 +200,8 @@ $$;
 --    into a join: for each candidate, one probe of outbox_group_idx;
 --  - sequential scans, bitmap scans and sorts are disabled, so that no
 --    other index plus a sort can stand in for the ordered scan.
+-- The scan starts where the live rows begin (payflow._outbox_cursor), not
+-- at the acked rows VACUUM has not removed yet.
 CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
 	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
 				   body text, attributes jsonb)
@@ -160,6 +213,9 @@ CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_se
 	SET enable_bitmapscan = off
 	SET enable_sort = off
 	AS $$
+DECLARE
+	v_low bigint;
+	v_moved_at timestamptz;
 BEGIN
 	PERFORM payflow._require_text('relay_id', relay_id, 200);
 	-- Capped: one relay login must not be able to lease the whole outbox
@@ -169,11 +225,16 @@ BEGIN
 	ELSIF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 600 THEN
 		RAISE EXCEPTION 'lease_seconds must be between 1 and 600' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	SELECT k.low_seq, k.moved_at INTO v_low, v_moved_at FROM payflow._outbox_cursor k;
+	IF v_moved_at IS NULL OR v_moved_at < clock_timestamp() - interval '100 milliseconds' THEN
+		v_low := payflow._outbox_cursor_move();
+	END IF;
 	RETURN QUERY
 		WITH candidates AS (
 			SELECT c.ctid
 			  FROM payflow.outbox c
 			 WHERE c.seq > 0	-- outbox_seq_idx's predicate: see above
+			   AND c.seq >= v_low
 			   AND c.available_at <= now()
 			   AND (c.claim_expires_at IS NULL OR c.claim_expires_at <= now())
 			   AND c.seq = (SELECT e.seq FROM payflow.outbox e

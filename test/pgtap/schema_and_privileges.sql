@@ -12,7 +12,7 @@ SELECT has_schema('payflow');
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
 	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts',
-	'pipelines', 'destinations', 'scheduler_sweep']
+	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');

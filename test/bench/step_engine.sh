@@ -17,6 +17,13 @@
 # for both versions (autovacuum off on the outbox meanwhile, so no ANALYZE
 # comes to the rescue).  The aim: within 0.9x of the normal round.
 #
+# Then the relay's claim while another session holds a snapshot open
+# (outbox_snapshot.sql): the time a drain of BENCH_STEP_OPS events in claims
+# of 10 takes after as many were drained before, with and without a
+# REPEATABLE READ transaction open in another session meanwhile, for both
+# versions.  0.4.0's claim starts where the live rows begin
+# (payflow._outbox_cursor).
+#
 # Rounds interleaved (the order rotates), medians.  Per operation: the
 # backend's CPU (from /proc/self/stat; one backend does all the work, no
 # other client runs), commits and WAL bytes.  The edge processes, SQS and
@@ -104,4 +111,40 @@ for db in pf_v030 pf_v040; do
 	fresh=$(bench_med "${DRAIN[$db:0]}")
 	after=$(bench_med "${DRAIN[$db:1]}")
 	printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$fresh" "$after" "$(bench_ratio "$fresh" "$after")x"
+done
+
+# ---- the relay's claim while another session holds a snapshot open
+for db in pf_v030 pf_v040; do
+	pf_psql -d "$db" -qc "ALTER TABLE payflow.outbox RESET (autovacuum_enabled)" >/dev/null
+done
+declare -A HELD
+for round in $(seq 1 "$ROUNDS"); do
+	for case in $(bench_rotate "$round" pf_v030:1 pf_v030:0 pf_v040:1 pf_v040:0); do
+		db=${case%:*}
+		holder=""
+		if [ "${case#*:}" = 1 ]; then
+			pf_psql -d "$db" -qc "SET application_name = 'bench-snapshot-holder'" \
+				-c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM payflow.operations" \
+				-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+			holder=$!
+			until [ "$(pf_psql -d "$db" -Atqc "SELECT count(*) FROM pg_stat_activity
+					WHERE application_name = 'bench-snapshot-holder' AND backend_xmin IS NOT NULL")" = 1 ]; do
+				sleep 0.1
+			done
+		fi
+		HELD[$case]+="$(pf_psql -d "$db" -Atq -v run="s$round-${case/:/-}" -v n="$OPS" \
+			-f test/bench/outbox_snapshot.sql | tail -n 1) "
+		if [ -n "$holder" ]; then
+			pf_psql -d "$db" -Atqc "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE application_name = 'bench-snapshot-holder'" >/dev/null
+			wait "$holder" 2>/dev/null || true
+		fi
+	done
+done
+echo "== the relay's outbox_claim while another session holds a snapshot ($OPS events drained 10 a claim after as many, ms)"
+printf '%-8s %16s %16s %22s\n' "" "no snapshot held" "snapshot held" "speed held/none"
+for db in pf_v030 pf_v040; do
+	none=$(bench_med "${HELD[$db:0]}")
+	held=$(bench_med "${HELD[$db:1]}")
+	printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$none" "$held" "$(bench_ratio "$none" "$held")x"
 done

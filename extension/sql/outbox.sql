@@ -143,6 +143,8 @@ DECLARE
 	k payflow._outbox_cursor;
 	v_end bigint;
 	v_low bigint;
+	v_subxid xid;
+	v_top numeric;
 BEGIN
 	SELECT * INTO k FROM payflow._outbox_cursor FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
@@ -162,7 +164,7 @@ BEGIN
 		k.reset_at := clock_timestamp();
 	ELSE
 		-- one statement, one snapshot: the horizon check and the rows it sees
-		SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) >= k.pending_xmax
+		SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) > k.pending_xid
 					THEN LEAST(k.pending_end,
 							   (SELECT o.seq FROM payflow.outbox o
 								 WHERE o.seq > 0 AND o.seq >= k.low_seq	-- outbox_seq_idx
@@ -171,11 +173,23 @@ BEGIN
 		  INTO v_low;
 		k.low_seq := GREATEST(k.low_seq, v_low);
 	END IF;
+	-- An xid taken after the sequence's read, so newer than the xid of every
+	-- transaction that drew a seq below v_end.  (Not the snapshot's xmax:
+	-- that is the newest ended xid + 1, and a running transaction can have a
+	-- newer xid.  Nor this transaction's xid, which it may have taken before
+	-- such a transaction took its own.)  A subtransaction's first write takes
+	-- a new one; the row version it writes carries it.
+	BEGIN
+		UPDATE payflow._outbox_cursor c SET moved_at = clock_timestamp() RETURNING c.xmin INTO v_subxid;
+	EXCEPTION WHEN OTHERS THEN
+		RAISE;
+	END;
+	-- as an xid8: the top transaction's, plus the distance (under 2^32) to it
+	v_top := pg_catalog.pg_current_xact_id()::text::numeric;
 	UPDATE payflow._outbox_cursor c
 	   SET low_seq = k.low_seq, pending_end = v_end,
-		   -- a later statement than the sequence's read above
-		   pending_xmax = pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()),
-		   moved_at = clock_timestamp(), reset_at = k.reset_at;
+		   pending_xid = (v_top + (v_subxid::text::numeric - v_top % 4294967296 + 4294967296) % 4294967296)::text::xid8,
+		   reset_at = k.reset_at;
 	RETURN k.low_seq;
 END
 $$;

@@ -140,57 +140,58 @@ CREATE FUNCTION payflow._outbox_cursor_move() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 DECLARE
-	k payflow._outbox_cursor;
+	k record;
 	v_end bigint;
 	v_low bigint;
-	v_subxid xid;
 	v_top numeric;
 BEGIN
-	SELECT * INTO k FROM payflow._outbox_cursor FOR UPDATE SKIP LOCKED;
+	SELECT c.low_seq, c.pending_end, c.reset_at, c.xmin AS written_by INTO k
+	  FROM payflow._outbox_cursor c FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
 		-- Another session is moving it, or a crash emptied the table.  (Not
 		-- INSERT ... ON CONFLICT first: it would wait for the other session.)
-		SELECT * INTO k FROM payflow._outbox_cursor;
+		SELECT c.low_seq INTO v_low FROM payflow._outbox_cursor c;
 		IF NOT FOUND THEN
 			INSERT INTO payflow._outbox_cursor DEFAULT VALUES ON CONFLICT DO NOTHING;
 		END IF;
-		RETURN coalesce(k.low_seq, 0);
+		RETURN coalesce(v_low, 0);
 	END IF;
+	v_low := k.low_seq;
 	-- the sequence's next value, before the snapshots of the statements below
 	SELECT CASE WHEN s.is_called THEN s.last_value + 1 ELSE s.last_value END INTO v_end
 	  FROM payflow.outbox_seq_seq s;
-	IF k.low_seq > v_end OR k.reset_at < clock_timestamp() - interval '1 minute' THEN
-		k.low_seq := 0;
+	IF v_low > v_end OR k.reset_at < clock_timestamp() - interval '1 minute' THEN
+		v_low := 0;
 		k.reset_at := clock_timestamp();
-	ELSE
+	ELSIF k.pending_end IS NOT NULL THEN
+		-- The xid that wrote this version of the row, as an xid8: this
+		-- transaction's xid is newer, and the distance is under 2^32 (else
+		-- the result is newer than the truth, which only delays the move).
+		v_top := pg_catalog.pg_current_xact_id()::text::numeric;
 		-- one statement, one snapshot: the horizon check and the rows it sees
-		SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) > k.pending_xid
+		SELECT CASE WHEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::numeric
+						 > v_top - (v_top % 4294967296 - k.written_by::text::numeric + 4294967296) % 4294967296
 					THEN LEAST(k.pending_end,
 							   (SELECT o.seq FROM payflow.outbox o
 								 WHERE o.seq > 0 AND o.seq >= k.low_seq	-- outbox_seq_idx
 								 ORDER BY o.seq LIMIT 1))
 					ELSE k.low_seq END
 		  INTO v_low;
-		k.low_seq := GREATEST(k.low_seq, v_low);
+		v_low := GREATEST(k.low_seq, v_low);
 	END IF;
-	-- An xid taken after the sequence's read, so newer than the xid of every
-	-- transaction that drew a seq below v_end.  (Not the snapshot's xmax:
-	-- that is the newest ended xid + 1, and a running transaction can have a
-	-- newer xid.  Nor this transaction's xid, which it may have taken before
-	-- such a transaction took its own.)  A subtransaction's first write takes
-	-- a new one; the row version it writes carries it.
+	-- Written in a subtransaction, whose first write takes a new xid: newer
+	-- than the xid of every transaction that drew a seq below v_end, and it
+	-- is the row version's xmin, which the next move reads back.  (Not the
+	-- snapshot's xmax: that is the newest ended xid + 1, and a running writer
+	-- can hold a newer one.  Nor this transaction's xid, which it may have
+	-- taken before such a writer took its own.)
 	BEGIN
-		UPDATE payflow._outbox_cursor c SET moved_at = clock_timestamp() RETURNING c.xmin INTO v_subxid;
+		UPDATE payflow._outbox_cursor c
+		   SET low_seq = v_low, pending_end = v_end, moved_at = clock_timestamp(), reset_at = k.reset_at;
 	EXCEPTION WHEN OTHERS THEN
 		RAISE;
 	END;
-	-- as an xid8: the top transaction's, plus the distance (under 2^32) to it
-	v_top := pg_catalog.pg_current_xact_id()::text::numeric;
-	UPDATE payflow._outbox_cursor c
-	   SET low_seq = k.low_seq, pending_end = v_end,
-		   pending_xid = (v_top + (v_subxid::text::numeric - v_top % 4294967296 + 4294967296) % 4294967296)::text::xid8,
-		   reset_at = k.reset_at;
-	RETURN k.low_seq;
+	RETURN v_low;
 END
 $$;
 

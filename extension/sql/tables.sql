@@ -256,12 +256,13 @@ CREATE INDEX outbox_group_idx ON payflow.outbox (message_group_id, seq);
 --
 -- low_seq moves only over rows that are gone for every snapshot.  A move
 -- (_outbox_cursor_move, every 100 ms at most) reads the sequence's next
--- value (pending_end) and then takes a new xid (pending_xid): every seq
--- below pending_end was drawn by a transaction with an older xid (the one
--- outbox writer takes its xid before it draws a seq).  Once all of those
--- have ended, a snapshot sees each row below pending_end either alive or
--- gone for good: the next move sets low_seq to the first row it sees
--- alive, at most pending_end.
+-- value (pending_end), then writes the row with a new xid (its xmin): every
+-- seq below pending_end was drawn by a transaction with an older xid (the
+-- one outbox writer takes its xid before it draws a seq).  Once all of
+-- those have ended, a snapshot sees each row below pending_end either
+-- alive or gone for good: the next move sets low_seq to the first row it
+-- sees alive, at most pending_end.  One update a move: while a snapshot is
+-- held the row's versions pile up too, and each claim reads them.
 -- Claimed, nacked and waiting rows are alive, so they are never behind
 -- low_seq.  A sequence set back, or values cached by a session (the
 -- identity has CACHE 1; someone could change it), would break that: low_seq
@@ -272,7 +273,6 @@ CREATE UNLOGGED TABLE payflow._outbox_cursor (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	low_seq bigint NOT NULL DEFAULT 0,
 	pending_end bigint,
-	pending_xid xid8,
 	moved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 	reset_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );

@@ -7,34 +7,12 @@
 -- at the front of the outbox fetches every one of them again.  Prints the
 -- second drain's milliseconds (wall clock; this backend is the only one
 -- working).
-CREATE OR REPLACE PROCEDURE pg_temp.submit(p_run text, p_n integer)
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	FOR v_i IN 1 .. p_n LOOP
-		PERFORM payflow.submit(p_run || '-' || v_i, '{"amount": 1}');
-		COMMIT;
-	END LOOP;
-END
-$$;
-CREATE OR REPLACE PROCEDURE pg_temp.drain_by_10()
-	LANGUAGE plpgsql
-	AS $$
-DECLARE
-	v_ids uuid[];
-BEGIN
-	LOOP
-		SELECT array_agg(c.event_id) INTO v_ids FROM payflow.outbox_claim(10, 'bench-relay', 30) c;
-		EXIT WHEN v_ids IS NULL;
-		PERFORM payflow.outbox_ack(v_ids, NULL, 'bench-relay');
-		COMMIT;
-	END LOOP;
-END
-$$;
+\ir submit_loop.sql
+\ir relay_drain.sql
 
-CALL pg_temp.submit(:'run' || '-a', :n);
-CALL pg_temp.drain_by_10();
-CALL pg_temp.submit(:'run' || '-b', :n);
+CALL pg_temp.bench_submit(:'run' || '-a', :n);
+CALL pg_temp.bench_relay_drain(10);
+CALL pg_temp.bench_submit(:'run' || '-b', :n);
 SELECT clock_timestamp() AS t0 \gset
-CALL pg_temp.drain_by_10();
+CALL pg_temp.bench_relay_drain(10);
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000, 1);

@@ -8,16 +8,7 @@
 -- outbox drained 100 events a claim.  Prints the drain's milliseconds
 -- (wall clock: finer than the CPU's 10 ms ticks; this backend is the only
 -- one working).
-CREATE OR REPLACE PROCEDURE pg_temp.submit(p_run text, p_n integer)
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	FOR v_i IN 1 .. p_n LOOP
-		PERFORM payflow.submit(p_run || '-' || v_i, '{"amount": 1}');
-		COMMIT;
-	END LOOP;
-END
-$$;
+\ir submit_loop.sql
 \ir relay_drain.sql
 
 CALL pg_temp.bench_relay_drain();
@@ -27,9 +18,9 @@ VACUUM payflow.outbox;
 -- generic plan, made for that empty table
 CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain();
 CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain(); CALL pg_temp.bench_relay_drain();
-CALL pg_temp.submit(:'run', :n);
+CALL pg_temp.bench_submit(:'run', :n);
 \else
-CALL pg_temp.submit(:'run', :n);
+CALL pg_temp.bench_submit(:'run', :n);
 ANALYZE payflow.outbox;
 \endif
 SELECT clock_timestamp() AS t0 \gset

@@ -93,58 +93,65 @@ for label in "${labels[@]}"; do
 done
 echo "(rounds: $(for l in "${labels[@]}"; do printf '%s [%s] ' "$l" "${CPU[$l]% }"; done))"
 
-# ---- the relay's claim after VACUUM of an empty outbox
+# ---- the relay's claim after VACUUM, and while a snapshot is held
+# Each part drains with and without its condition (FLAG 1 and 0), for both
+# versions, rounds interleaved: drain_NAME ROUND DB FLAG prints milliseconds.
+declare -A MS
+drain_part() {	# drain_part NAME
+	local round case
+	for round in $(seq 1 "$ROUNDS"); do
+		for case in $(bench_rotate "$round" pf_v030:1 pf_v030:0 pf_v040:1 pf_v040:0); do
+			MS[$1:$case]+="$("drain_$1" "$round" "${case%:*}" "${case#*:}") "
+		done
+	done
+}
+drain_table() {	# drain_table NAME TITLE WITHOUT-LABEL WITH-LABEL RATIO-LABEL
+	local db without with
+	echo "== $2"
+	printf '%-8s %16s %16s %22s\n' "" "$3" "$4" "$5"
+	for db in pf_v030 pf_v040; do
+		without=$(bench_med "${MS[$1:$db:0]}")
+		with=$(bench_med "${MS[$1:$db:1]}")
+		printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$without" "$with" "$(bench_ratio "$without" "$with")x"
+	done
+}
+
+drain_vacuum() {
+	pf_psql -d "$2" -Atq -v run="v$1-$2-$3" -v n="$OPS" -v after_vacuum="$3" \
+		-f test/bench/outbox_vacuum.sql | tail -n 1
+}
 for db in pf_v030 pf_v040; do
 	pf_psql -d "$db" -qc "ALTER TABLE payflow.outbox SET (autovacuum_enabled = false)" >/dev/null
 done
-declare -A DRAIN
-for round in $(seq 1 "$ROUNDS"); do
-	for case in $(bench_rotate "$round" pf_v030:1 pf_v030:0 pf_v040:1 pf_v040:0); do
-		db=${case%:*}
-		DRAIN[$case]+="$(pf_psql -d "$db" -Atq -v run="v$round-${case/:/-}" -v n="$OPS" -v after_vacuum="${case#*:}" \
-			-f test/bench/outbox_vacuum.sql | tail -n 1) "
-	done
-done
-echo "== the relay's outbox_claim after VACUUM of an empty outbox ($OPS events drained, ms)"
-printf '%-8s %16s %16s %22s\n' "" "fresh statistics" "after VACUUM" "speed after/fresh"
-for db in pf_v030 pf_v040; do
-	fresh=$(bench_med "${DRAIN[$db:0]}")
-	after=$(bench_med "${DRAIN[$db:1]}")
-	printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$fresh" "$after" "$(bench_ratio "$fresh" "$after")x"
-done
+drain_part vacuum
+drain_table vacuum "the relay's outbox_claim after VACUUM of an empty outbox ($OPS events drained, ms)" \
+	"fresh statistics" "after VACUUM" "speed after/fresh"
 
-# ---- the relay's claim while another session holds a snapshot open
+# with FLAG 1, a REPEATABLE READ transaction holds its snapshot in another
+# session until the drain is over
+drain_snapshot() {
+	local holder="" ms
+	if [ "$3" = 1 ]; then
+		pf_psql -d "$2" -qc "SET application_name = 'bench-snapshot-holder'" \
+			-c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM payflow.operations" \
+			-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+		holder=$!
+		until [ "$(pf_psql -d "$2" -Atqc "SELECT count(*) FROM pg_stat_activity
+				WHERE application_name = 'bench-snapshot-holder' AND backend_xmin IS NOT NULL")" = 1 ]; do
+			sleep 0.1
+		done
+	fi
+	ms=$(pf_psql -d "$2" -Atq -v run="s$1-$2-$3" -v n="$OPS" -f test/bench/outbox_snapshot.sql | tail -n 1)
+	if [ -n "$holder" ]; then
+		pf_psql -d "$2" -Atqc "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = 'bench-snapshot-holder'" >/dev/null
+		wait "$holder" 2>/dev/null || true
+	fi
+	echo "$ms"
+}
 for db in pf_v030 pf_v040; do
 	pf_psql -d "$db" -qc "ALTER TABLE payflow.outbox RESET (autovacuum_enabled)" >/dev/null
 done
-declare -A HELD
-for round in $(seq 1 "$ROUNDS"); do
-	for case in $(bench_rotate "$round" pf_v030:1 pf_v030:0 pf_v040:1 pf_v040:0); do
-		db=${case%:*}
-		holder=""
-		if [ "${case#*:}" = 1 ]; then
-			pf_psql -d "$db" -qc "SET application_name = 'bench-snapshot-holder'" \
-				-c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM payflow.operations" \
-				-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
-			holder=$!
-			until [ "$(pf_psql -d "$db" -Atqc "SELECT count(*) FROM pg_stat_activity
-					WHERE application_name = 'bench-snapshot-holder' AND backend_xmin IS NOT NULL")" = 1 ]; do
-				sleep 0.1
-			done
-		fi
-		HELD[$case]+="$(pf_psql -d "$db" -Atq -v run="s$round-${case/:/-}" -v n="$OPS" \
-			-f test/bench/outbox_snapshot.sql | tail -n 1) "
-		if [ -n "$holder" ]; then
-			pf_psql -d "$db" -Atqc "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE application_name = 'bench-snapshot-holder'" >/dev/null
-			wait "$holder" 2>/dev/null || true
-		fi
-	done
-done
-echo "== the relay's outbox_claim while another session holds a snapshot ($OPS events drained 10 a claim after as many, ms)"
-printf '%-8s %16s %16s %22s\n' "" "no snapshot held" "snapshot held" "speed held/none"
-for db in pf_v030 pf_v040; do
-	none=$(bench_med "${HELD[$db:0]}")
-	held=$(bench_med "${HELD[$db:1]}")
-	printf '%-8s %16.0f %16.0f %22s\n' "${db#pf_v}" "$none" "$held" "$(bench_ratio "$none" "$held")x"
-done
+drain_part snapshot
+drain_table snapshot "the relay's outbox_claim while another session holds a snapshot ($OPS events drained 10 a claim after as many, ms)" \
+	"no snapshot held" "snapshot held" "speed held/none"

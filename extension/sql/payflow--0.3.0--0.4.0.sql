@@ -1995,6 +1995,9 @@ BEGIN
 END
 $$;
 
+-- The C-free flavour's wake-up probe walks the outbox from the cursor too.
+--@@ flavour include wake_listeners.sql @@
+
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement

@@ -92,6 +92,8 @@ $roles$;
 
 --@@ include outbox.sql @@
 
+--@@ flavour include wake_listeners.sql @@
+
 --@@ include operations.sql @@
 
 --@@ include tenants.sql @@

@@ -50,10 +50,3 @@ CREATE FUNCTION payflow._outer_role() RETURNS text
 CREATE FUNCTION payflow._set_tenant(tenant text) RETURNS void
 	AS 'MODULE_PATHNAME', 'payflow_set_tenant' LANGUAGE C VOLATILE STRICT;
 
--- After a scheduler pass: nothing to do here.  The scheduler background
--- worker sends the NOTIFYs for the commits that flagged a wake-up in shared
--- memory (wakeup.c); the C-free flavour has no shared memory and notifies
--- from this function instead.
-CREATE FUNCTION payflow._wake_listeners() RETURNS void
-	LANGUAGE sql VOLATILE
-	AS $$ SELECT $$;

@@ -504,25 +504,3 @@ CREATE UNLOGGED TABLE payflow._wakeup_marks (
 	history_last_value bigint NOT NULL
 );
 INSERT INTO payflow._wakeup_marks VALUES (0);
-
--- After a scheduler pass (pg_cron, every second): NOTIFY payflow_outbox
--- while events wait for a relay, NOTIFY payflow_status when history rows
--- were added since the last pass.  Relays and event streams also poll, so
--- a lost wake-up only costs latency.
-CREATE FUNCTION payflow._wake_listeners() RETURNS void
-	LANGUAGE plpgsql VOLATILE
-	AS $$
-DECLARE
-	v_last bigint;
-BEGIN
-	IF EXISTS (SELECT FROM payflow.outbox
-				WHERE available_at <= now() AND (claim_expires_at IS NULL OR claim_expires_at < now())) THEN
-		NOTIFY payflow_outbox;
-	END IF;
-	SELECT last_value INTO v_last FROM payflow.operation_history_id_seq;
-	UPDATE payflow._wakeup_marks SET history_last_value = v_last WHERE history_last_value <> v_last;
-	IF FOUND THEN
-		NOTIFY payflow_status;
-	END IF;
-END
-$$;

@@ -274,6 +274,7 @@ CREATE UNLOGGED TABLE payflow._outbox_cursor (
 	low_seq bigint NOT NULL DEFAULT 0,
 	pending_end bigint,
 	moved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	moved_by xid8,
 	reset_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 INSERT INTO payflow._outbox_cursor DEFAULT VALUES;

@@ -405,9 +405,20 @@ v1=$(submit v v1)
 complete "$v1"
 in_flight_v() { [ "$(deliveries /v | js 'd.requests.length')" -ge 1 ]; }
 pf_ok "late renewal: the delivery hangs at the receiver" pf_wait_for 30 in_flight_v
+# Held longer than the delivery's timeout (4 s): a renewal sent after the
+# hold is armed, while the delivery hangs, is still held when the delivery
+# fails and the worker sends the back-off.  (Held 3 s, a renewal sent in the
+# delivery's first second landed before the failure, and the test could
+# only skip its check.)
 curl -fsS -X POST -H 'Content-Type: application/json' \
-	-d '{"action": "ChangeMessageVisibilityBatch", "ms": 3000, "count": 1}' "$AWS_ENDPOINT_URL/_front/hold" >/dev/null
+	-d '{"action": "ChangeMessageVisibilityBatch", "ms": 5000, "count": 1}' "$AWS_ENDPOINT_URL/_front/hold" >/dev/null
 pf_ok "late renewal: delivered on a later attempt" pf_wait_for 40 has_accepted "$v1"
+# the delivery can succeed before the held call is let go: read the front's
+# log once it holds that call
+held_landed() {
+	[ "$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since" | js 'd.some(e => e.heldMs > 0)')" = true ]
+}
+pf_ok "late renewal: the held visibility change reached SQS" pf_wait_for 20 held_landed
 v_order=$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since" |
 	js '(h => !h ? "none" : h.seconds !== 5 ? "held:" + h.seconds
 		: "renewal-held|" + (d.filter(e => e.receipt === h.receipt).slice(-1)[0].seconds < 5))(d.find(e => e.heldMs > 0))')
@@ -421,7 +432,7 @@ if [ "${v_order%%|*}" = renewal-held ]; then
 		"renewal-held|true" "$v_order"
 	if [ "$v_during" = yes ]; then
 		pf_ok "late renewal: the worker says it set the visibility again" \
-			grep -qF 'a renewal landed after the message was let go' "$work/w3.log"
+			pf_wait_for 10 grep -qF 'a renewal landed after the message was let go' "$work/w3.log"
 	else
 		# timing: the delivery failed after the held renewal had landed
 		pf_skip "late renewal: set again" "the back-off was sent after the held renewal landed this time"

@@ -37,6 +37,7 @@ extern void payflow_wakeup_shmem_startup(void);
 extern void payflow_wakeup_register_xact_callback(void);
 extern void payflow_wakeup_attach_scheduler(void);
 extern void payflow_wakeup_detach_scheduler(void);
+extern bool payflow_wakeup_pending(void);
 extern uint32 payflow_wakeup_consume(void);
 
 /* What a commit woke the scheduler for: one NOTIFY channel per bit */

@@ -110,7 +110,6 @@ payflow_scheduler_main(Datum main_arg)
 {
 	TimestampTz next_run;
 	TimestampTz last_notify = 0;
-	uint32		wake = 0;		/* PF_WAKE_* bits not yet notified */
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -130,7 +129,7 @@ payflow_scheduler_main(Datum main_arg)
 		TimestampTz now = GetCurrentTimestamp();
 
 		timeout_ms = TimestampDifferenceMilliseconds(now, next_run);
-		if (wake != 0)
+		if (payflow_wakeup_pending())
 			timeout_ms = Min(timeout_ms,
 							 TimestampDifferenceMilliseconds(now, TimestampTzPlusMilliseconds(last_notify,
 																							   payflow_notify_interval_ms)));
@@ -150,22 +149,27 @@ payflow_scheduler_main(Datum main_arg)
 		 * One NOTIFY per channel for all the commits that wrote the outbox
 		 * or changed a status meanwhile, both in one transaction, and at
 		 * most one such transaction per payflow.notify_interval: under load
-		 * a commit-per-wake-up would cost a transaction per step.
+		 * a commit-per-wake-up would cost a transaction per step.  The bits
+		 * are consumed only when their NOTIFY goes out: while they stay set
+		 * no commit wakes this worker again (wakeup.c), and the wait above
+		 * ends at the NOTIFY's time.  Read after ResetLatch, so a commit
+		 * that set its latch meanwhile is seen now or wakes it again.
 		 */
-		wake |= payflow_wakeup_consume();
 		now = GetCurrentTimestamp();
-		if (wake != 0 && now >= TimestampTzPlusMilliseconds(last_notify, payflow_notify_interval_ms))
+		if (now >= TimestampTzPlusMilliseconds(last_notify, payflow_notify_interval_ms) &&
+			payflow_wakeup_pending())
 		{
+			uint32		wake = payflow_wakeup_consume();
+
 			if ((wake & PF_WAKE_OUTBOX) && (wake & PF_WAKE_STATUS))
 				sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
 							0, NULL, NULL, false);
 			else if (wake & PF_WAKE_OUTBOX)
 				sch_execute("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
 							0, NULL, NULL, false);
-			else
+			else if (wake & PF_WAKE_STATUS)
 				sch_execute("SELECT pg_catalog.pg_notify('payflow_status', '')",
 							0, NULL, NULL, false);
-			wake = 0;
 			last_notify = now;
 		}
 

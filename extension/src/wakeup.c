@@ -69,9 +69,20 @@ pf_wakeup_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (wakeup_at_commit != 0 && wakeup_shared != NULL)
+			/*
+			 * Only the first commit since the scheduler last consumed the
+			 * bits wakes it: it then waits for the next NOTIFY's time
+			 * without consuming them, so later commits find bits set and
+			 * leave it asleep.  (Every commit used to wake it: a kill() in
+			 * each committing backend and a wake-up of the scheduler per
+			 * commit, 300 a second for one session making single-item
+			 * calls.)  A commit that finds bits set knows that whoever set
+			 * them sets the latch after, and that the scheduler reads the
+			 * bits after resetting its latch, so they are all notified.
+			 */
+			if (wakeup_at_commit != 0 && wakeup_shared != NULL &&
+				pg_atomic_fetch_or_u32(&wakeup_shared->dirty, wakeup_at_commit) == 0)
 			{
-				pg_atomic_fetch_or_u32(&wakeup_shared->dirty, wakeup_at_commit);
 				SpinLockAcquire(&wakeup_shared->mutex);
 				latch = wakeup_shared->scheduler_latch;
 				SpinLockRelease(&wakeup_shared->mutex);
@@ -122,6 +133,13 @@ payflow_wakeup_detach_scheduler(void)
 	if (wakeup_shared->scheduler_latch == MyLatch)
 		wakeup_shared->scheduler_latch = NULL;
 	SpinLockRelease(&wakeup_shared->mutex);
+}
+
+/* Whether a commit set PF_WAKE_* bits since the last consume (they stay set) */
+bool
+payflow_wakeup_pending(void)
+{
+	return wakeup_shared != NULL && pg_atomic_read_u32(&wakeup_shared->dirty) != 0;
 }
 
 /* The PF_WAKE_* bits of the commits since the last call (each seen once) */

@@ -66,6 +66,30 @@ wait $listener
 pf_ok "a commit that changed a status wakes LISTENing event streams" \
 	grep -q 'Asynchronous notification "payflow_status" received' "$listen_out"
 rm -f "$listen_out"
+
+# Each wake-up comes from the commit itself (the worker's latch), not from
+# its next pass: with passes a minute apart, two commits 1.5 s apart each
+# get their NOTIFY within the listener's 4 s.  The second shows that the
+# first NOTIFY re-armed the wake-up (the first commit after a NOTIFY sets
+# the latch; later ones before the next NOTIFY leave the worker asleep).
+naptime_reset() { q -c "ALTER SYSTEM RESET payflow.scheduler_naptime" -c "SELECT pg_reload_conf()" >/dev/null; }
+trap naptime_reset EXIT
+q -c "ALTER SYSTEM SET payflow.scheduler_naptime = '60s'" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1.5	# the pass due under the old naptime, then the next a minute later
+listen_out=$(mktemp)
+( printf 'LISTEN payflow_outbox;\nSELECT pg_sleep(4);\n' | pf_psql -q >"$listen_out" 2>&1 ) &
+listener=$!
+sleep 0.5
+q -c "SELECT payflow.submit('bgw-5-$$', '{\"amount\": 5}')" >/dev/null
+sleep 1.5
+q -c "SELECT payflow.submit('bgw-6-$$', '{\"amount\": 6}')" -c "SELECT payflow.submit('bgw-7-$$', '{\"amount\": 7}')" >/dev/null
+wait $listener
+pf_ok "with passes a minute apart, two commits 1.5 s apart get a NOTIFY each" \
+	test "$(grep -c 'Asynchronous notification "payflow_outbox" received' "$listen_out")" -ge 2
+rm -f "$listen_out"
+naptime_reset
+trap - EXIT
+
 pf_eq "submit itself sends no NOTIFY (the worker does)" "0" \
 	"$(q -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'payflow'::regnamespace AND prosrc ~* 'notify'")"
 

@@ -153,6 +153,24 @@ cost_begin() {
 	cost_backends >"$d/backends0"
 	cost_snapshot "$d/snap0"
 	cost_sql_line >"$d/sql0"
+	stat -c %s "$PF_CLUSTER_DIR/postgres.log" >"$d/log0" 2>/dev/null || echo 0 >"$d/log0"
+}
+
+# Autovacuum's CPU from the server log, when the cluster logs every run
+# (log_autovacuum_min_duration = 0): "db.schema.table runs cpu_seconds" lines for the
+# runs logged after byte FROM.  Each run's message names its table and ends
+# with "system usage: CPU: user: U s, system: S s" (10 ms resolution): the
+# autovacuum workers come and go within a burst, so /proc sees most of them
+# only as "exited".
+cost_autovacuum_lines() {
+	tail -c +"$(($1 + 1))" "$PF_CLUSTER_DIR/postgres.log" 2>/dev/null | awk '
+		match($0, /automatic (vacuum|analyze) of table "[^"]+"/) {
+			t = substr($0, RSTART, RLENGTH); sub(/^[^"]*"/, "", t); sub(/"$/, "", t); runs[t]++
+		}
+		t != "" && match($0, /CPU: user: [0-9.]+ s, system: [0-9.]+ s/) {
+			split(substr($0, RSTART, RLENGTH), f, " "); cpu[t] += f[3] + f[6]; t = ""
+		}
+		END { for (x in runs) print x, runs[x], cpu[x] + 0 }'
 }
 
 # WAL records between two LSNs: "<bytes of records of other databases> <commits of DB>"
@@ -237,6 +255,9 @@ cost_end() {
 		awk -v bytes="$(($(cost_lsn "$lsn1") - $(cost_lsn "$lsn0")))" -v other="$other" -v commits="$commits" -v ops="$ops" \
 			'BEGIN { printf "wal_kb %.4f\nwal_other_kb %.4f\ncommits %.4f\n", (bytes - other) / 1024 / ops, other / 1024 / ops, commits / ops }'
 		[ "$stm0" = - ] || awk -v a="$stm0" -v b="$stm1" -v ops="$ops" 'BEGIN { printf "stmts %.4f\n", (b - a) / ops }'
+		cost_autovacuum_lines "$(cat "$d/log0")" | awk -v ops="$ops" '
+			{ runs += $2; cpu += $3; printf "autovac_%s %.4f\n", $1, $3 * 1000 / ops }
+			END { if (NR) printf "autovac_runs %.4f\nautovac_ms %.4f\n", runs, cpu * 1000 / ops }'
 	} | while read -r field value; do
 		echo "$value" >>"$d/$key/$field"
 	done
@@ -297,6 +318,14 @@ cost_detail() {
 			line+="$(echo "${f##*/sqs_}" | tr _ ' ') $(cost_fmt %.2f "$key" "${f##*/}"), "
 	done
 	[ -z "$line" ] || echo "  SQS calls/op by action: ${line%, }"
+	if [ -s "$d/autovac_ms" ]; then
+		line=
+		for f in "$d"/autovac_*; do
+			case ${f##*/} in autovac_ms | autovac_runs) continue ;; esac
+			[ "$(cost_fmt %.3f "$key" "${f##*/}")" = 0.000 ] || line+="${f##*/autovac_} $(cost_fmt %.3f "$key" "${f##*/}"), "
+		done
+		echo "  of the PostgreSQL CPU, autovacuum (its log): $(cost_fmt %.3f "$key" autovac_ms) ms/op in $(cost_fmt %.0f "$key" autovac_runs) runs${line:+ (${line%, })}"
+	fi
 	[ ! -s "$d/wal_other_kb" ] || [ "$(cost_med "$key" wal_other_kb)" = 0.0000 ] ||
 		echo "  WAL of other databases (not counted): $(cost_fmt %.2f "$key" wal_other_kb) KB/op"
 }

@@ -40,6 +40,9 @@
 #                   BENCH_PIPELINE_SECONDS, the same rate for both:
 #                   submit -> COMPLETED p50/p95/p99, and where the time goes
 #                   (per step)
+#   autovacuum      every run logged (log_autovacuum_min_duration = 0); the
+#                   cost table's detail gives the CPU its log reports per
+#                   operation, by table (part of the PostgreSQL CPU)
 #
 # The C-free flavour has no wake-up per commit: its relay and workers see
 # new events through run_scheduler's NOTIFY (at most once a second) or
@@ -48,9 +51,10 @@
 #   BENCH_PIPELINE_OPS=2000  BENCH_PIPELINE_SECONDS=20  BENCH_PIPELINE_CONCURRENCY=16
 #   BENCH_PIPELINE_ROUNDS=3  BENCH_FLAVOURS="c sql"  BENCH_PIPELINE_SUBMIT_SECONDS=5
 #   BENCH_PIPELINE_PEERS="graphile-worker pg-boss" ("" for none)  BENCH_PIPELINE_PEER_PORT=4710 (and +1)
-#   BENCH_PIPELINE_STATEMENTS=1   pg_stat_statements loaded (track = all): the
-#                                 statements per operation, and those that took
-#                                 the most time during the bursts
+#   BENCH_PIPELINE_STATEMENTS=1   pg_stat_statements loaded (track = all,
+#                                 track_planning): the statements per operation,
+#                                 those that took the most time during the
+#                                 bursts, and those planned again and again
 #   PF_BENCH_PIPELINE_PGPORT=54363  PF_BENCH_PIPELINE_SQL_PGPORT=54362
 #   BENCH_PIPELINE_EMULATOR_PORT=4695 (and +1)  BENCH_PIPELINE_INVOICE_API_PORT=4697
 #   BENCH_PIPELINE_SQL_EMULATOR_PORT=4705 (and +1)  BENCH_PIPELINE_SQL_INVOICE_API_PORT=4707
@@ -119,14 +123,17 @@ for f in $BENCH_FLAVOURS; do
 	bench_use "$f"
 	# the WAL of a burst stays on disk until cost.sh's pg_waldump has read
 	# it, whatever checkpoints run meanwhile
-	export PF_CLUSTER_EXTRA_CONF="wal_keep_size = '2GB'"
+	# every autovacuum run logged with its CPU (cost.sh reads it back)
+	export PF_CLUSTER_EXTRA_CONF="wal_keep_size = '2GB'
+log_autovacuum_min_duration = 0"
 	if [ "$STATEMENTS" = 1 ]; then
 		# a later line wins in postgresql.conf
 		preload="payflow,pg_cron"
 		[ "$f" = c ] || preload="pg_cron,pg_tle"
 		PF_CLUSTER_EXTRA_CONF+="
 shared_preload_libraries = '$preload,pg_stat_statements'
-pg_stat_statements.track = all"
+pg_stat_statements.track = all
+pg_stat_statements.track_planning = on"
 	fi
 	pf_cluster_start
 	[ "$STATEMENTS" != 1 ] || q -c "CREATE EXTENSION pg_stat_statements" >/dev/null
@@ -468,6 +475,16 @@ if [ "$STATEMENTS" = 1 ]; then
 					 left(regexp_replace(query, '\s+', ' ', 'g'), 100)
 				FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			   ORDER BY calls DESC LIMIT 25"
+		echo
+		# a cached plan is made again after an ANALYZE of a table it reads
+		# (autovacuum's): every session that runs the statement plans it anew
+		echo "$(bench_label "$f"): statements by planning time, payflow's database (plans made, calls):"
+		q -c "SELECT rpad(round(total_plan_time)::text || ' ms', 10) || rpad(plans::text, 7) || rpad(calls::text, 8) ||
+					 rpad(round((total_plan_time / greatest(plans, 1))::numeric, 3)::text || ' ms', 12) ||
+					 left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+				FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+				 AND plans > 0
+			   ORDER BY total_plan_time DESC LIMIT 10"
 		echo
 	done
 fi

@@ -65,6 +65,11 @@ CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key t
 										  p_request_ref jsonb, p_content bytea)
 	RETURNS text
 	LANGUAGE plpgsql
+	-- One plan per session, not five custom ones first: a session that
+	-- submits a hundred operations and ends spent 16 ms planning this
+	-- statement (2.8 ms a plan).  No scan here depends on the statistics:
+	-- keys and the conflict check of a unique index.
+	SET plan_cache_mode = force_generic_plan
 	AS $$
 DECLARE
 	v_id text := payflow._new_operation_id();

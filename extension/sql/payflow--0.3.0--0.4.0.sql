@@ -2031,6 +2031,11 @@ CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempo
 										  p_request_ref jsonb, p_content bytea)
 	RETURNS text
 	LANGUAGE plpgsql
+	-- One plan per session, not five custom ones first: a session that
+	-- submits a hundred operations and ends spent 16 ms planning this
+	-- statement (2.8 ms a plan).  No scan here depends on the statistics:
+	-- keys and the conflict check of a unique index.
+	SET plan_cache_mode = force_generic_plan
 	AS $$
 DECLARE
 	v_id text := payflow._new_operation_id();
@@ -2121,6 +2126,13 @@ BEGIN
 		NULL, v_content);
 END
 $$;
+
+-- outbox_ack keeps one generic plan per session (see outbox.sql: it was
+-- planned again in most calls).
+ALTER FUNCTION payflow.outbox_ack(uuid[], text[], text)
+	SET plan_cache_mode = force_generic_plan
+	SET enable_seqscan = off
+	SET jit = off;
 
 REVOKE ALL ON FUNCTION
 	payflow._require_batch(text, integer),

@@ -59,8 +59,8 @@ payflow_register_scheduler(void)
  * cost 0.04 ms of planning alone, 2,443 times in a pipeline bench run).
  */
 static bool
-sch_execute_kept(const char *sql, int nargs, Oid *argtypes, Datum *args, bool needs_payflow,
-				 SPIPlanPtr *kept)
+sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args, bool needs_payflow,
+			SPIPlanPtr *kept)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	bool		installed = true;
@@ -80,24 +80,18 @@ sch_execute_kept(const char *sql, int nargs, Oid *argtypes, Datum *args, bool ne
 				elog(ERROR, "could not look up the payflow extension");
 			installed = (SPI_processed == 1);
 		}
-		if (installed && kept != NULL)
+		if (installed && kept != NULL && *kept == NULL)
 		{
-			if (*kept == NULL)
-			{
-				SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+			SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
 
-				if (plan == NULL || SPI_keepplan(plan) != 0)
-					elog(ERROR, "could not prepare \"%s\"", sql);
-				*kept = plan;
-			}
-			if (SPI_execute_plan(*kept, args, NULL, false, 0) < 0)
-				elog(ERROR, "could not run \"%s\"", sql);
+			if (plan == NULL || SPI_keepplan(plan) != 0)
+				elog(ERROR, "could not prepare \"%s\"", sql);
+			*kept = plan;
 		}
-		else if (installed)
-		{
-			if (SPI_execute_with_args(sql, nargs, argtypes, args, NULL, false, 0) < 0)
-				elog(ERROR, "could not run \"%s\"", sql);
-		}
+		if (installed &&
+			(kept != NULL ? SPI_execute_plan(*kept, args, NULL, false, 0)
+			 : SPI_execute_with_args(sql, nargs, argtypes, args, NULL, false, 0)) < 0)
+			elog(ERROR, "could not run \"%s\"", sql);
 
 		SPI_finish();
 		PopActiveSnapshot();
@@ -122,20 +116,20 @@ sch_execute_kept(const char *sql, int nargs, Oid *argtypes, Datum *args, bool ne
 	return installed;
 }
 
-static bool
-sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args, bool needs_payflow)
-{
-	return sch_execute_kept(sql, nargs, argtypes, args, needs_payflow, NULL);
-}
+/* The NOTIFYs for each combination of PF_WAKE_* bits, in one transaction. */
+static const char *const notify_sql[4] = {
+	NULL,
+	"SELECT pg_catalog.pg_notify('payflow_outbox', '')",
+	"SELECT pg_catalog.pg_notify('payflow_status', '')",
+	"SELECT pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
+};
 
 void
 payflow_scheduler_main(Datum main_arg)
 {
 	TimestampTz next_run;
 	TimestampTz last_notify = 0;
-	SPIPlanPtr	notify_both = NULL;
-	SPIPlanPtr	notify_outbox = NULL;
-	SPIPlanPtr	notify_status = NULL;
+	SPIPlanPtr	notify_plan[4] = {NULL};	/* by PF_WAKE_* bits, as notify_sql */
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -185,17 +179,10 @@ payflow_scheduler_main(Datum main_arg)
 		if (now >= TimestampTzPlusMilliseconds(last_notify, payflow_notify_interval_ms) &&
 			payflow_wakeup_pending())
 		{
-			uint32		wake = payflow_wakeup_consume();
+			uint32		wake = payflow_wakeup_consume() & (PF_WAKE_OUTBOX | PF_WAKE_STATUS);
 
-			if ((wake & PF_WAKE_OUTBOX) && (wake & PF_WAKE_STATUS))
-				sch_execute_kept("SELECT pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
-								 0, NULL, NULL, false, &notify_both);
-			else if (wake & PF_WAKE_OUTBOX)
-				sch_execute_kept("SELECT pg_catalog.pg_notify('payflow_outbox', '')",
-								 0, NULL, NULL, false, &notify_outbox);
-			else if (wake & PF_WAKE_STATUS)
-				sch_execute_kept("SELECT pg_catalog.pg_notify('payflow_status', '')",
-								 0, NULL, NULL, false, &notify_status);
+			if (wake != 0)
+				sch_execute(notify_sql[wake], 0, NULL, NULL, false, &notify_plan[wake]);
 			last_notify = now;
 		}
 
@@ -205,7 +192,7 @@ payflow_scheduler_main(Datum main_arg)
 			Oid			argtypes[1] = {INT4OID};
 			Datum		args[1] = {Int32GetDatum(payflow_scheduler_batch_size)};
 
-			if (sch_execute("SELECT payflow.run_scheduler($1)", 1, argtypes, args, true))
+			if (sch_execute("SELECT payflow.run_scheduler($1)", 1, argtypes, args, true, NULL))
 				sch_missing_logged = false;
 			else if (!sch_missing_logged)
 			{

@@ -157,8 +157,8 @@ cost_begin() {
 }
 
 # Autovacuum's CPU from the server log, when the cluster logs every run
-# (log_autovacuum_min_duration = 0): "db.schema.table runs cpu_seconds" lines for the
-# runs logged after byte FROM.  Each run's message names its table and ends
+# (log_autovacuum_min_duration = 0): "db.schema.table runs cpu_seconds"
+# lines for the runs logged after byte FROM.  Each run's message names its table and ends
 # with "system usage: CPU: user: U s, system: S s" (10 ms resolution): the
 # autovacuum workers come and go within a burst, so /proc sees most of them
 # only as "exited".
@@ -256,8 +256,8 @@ cost_end() {
 			'BEGIN { printf "wal_kb %.4f\nwal_other_kb %.4f\ncommits %.4f\n", (bytes - other) / 1024 / ops, other / 1024 / ops, commits / ops }'
 		[ "$stm0" = - ] || awk -v a="$stm0" -v b="$stm1" -v ops="$ops" 'BEGIN { printf "stmts %.4f\n", (b - a) / ops }'
 		cost_autovacuum_lines "$(cat "$d/log0")" | awk -v ops="$ops" '
-			{ runs += $2; cpu += $3; printf "autovac_%s %.4f\n", $1, $3 * 1000 / ops }
-			END { if (NR) printf "autovac_runs %.4f\nautovac_ms %.4f\n", runs, cpu * 1000 / ops }'
+			{ runs += $2; cpu += $3; tables = tables (NR > 1 ? "," : "") $1 }
+			END { if (NR) printf "autovac_runs %d\nautovac_ms %.4f\nautovac_tables %s\n", runs, cpu * 1000 / ops, tables }'
 	} | while read -r field value; do
 		echo "$value" >>"$d/$key/$field"
 	done
@@ -318,14 +318,11 @@ cost_detail() {
 			line+="$(echo "${f##*/sqs_}" | tr _ ' ') $(cost_fmt %.2f "$key" "${f##*/}"), "
 	done
 	[ -z "$line" ] || echo "  SQS calls/op by action: ${line%, }"
-	if [ -s "$d/autovac_ms" ]; then
-		line=
-		for f in "$d"/autovac_*; do
-			case ${f##*/} in autovac_ms | autovac_runs) continue ;; esac
-			[ "$(cost_fmt %.3f "$key" "${f##*/}")" = 0.000 ] || line+="${f##*/autovac_} $(cost_fmt %.3f "$key" "${f##*/}"), "
-		done
-		echo "  of the PostgreSQL CPU, autovacuum (its log): $(cost_fmt %.3f "$key" autovac_ms) ms/op in $(cost_fmt %.0f "$key" autovac_runs) runs${line:+ (${line%, })}"
-	fi
+	# (no CPU by table: a median per table over the rounds it ran in
+	# could exceed the total's, and the log's 10 ms steps make it noise)
+	[ ! -s "$d/autovac_ms" ] ||
+		echo "  of the PostgreSQL CPU, autovacuum (its log): $(cost_fmt %.3f "$key" autovac_ms) ms/op in" \
+			"$(cost_fmt %.0f "$key" autovac_runs) runs a round, of $(tr ',' '\n' <"$d/autovac_tables" | sort -u | paste -sd, -)"
 	[ ! -s "$d/wal_other_kb" ] || [ "$(cost_med "$key" wal_other_kb)" = 0.0000 ] ||
 		echo "  WAL of other databases (not counted): $(cost_fmt %.2f "$key" wal_other_kb) KB/op"
 }

@@ -482,8 +482,9 @@ if [ "$STATEMENTS" = 1 ]; then
 				FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			   ORDER BY calls DESC LIMIT 25"
 		echo
-		# a cached plan is made again after an ANALYZE of a table it reads
-		# (autovacuum's): every session that runs the statement plans it anew
+		# plans made: one per session for a statement that keeps a generic
+		# plan, more when PostgreSQL keeps choosing custom plans (each call),
+		# and again after an ANALYZE of a table the plan reads
 		echo "$(bench_label "$f"): statements by planning time, payflow's database (plans made, calls):"
 		q -c "SELECT rpad(round(total_plan_time)::text || ' ms', 10) || rpad(plans::text, 7) || rpad(calls::text, 8) ||
 					 rpad(round((total_plan_time / greatest(plans, 1))::numeric, 3)::text || ' ms', 12) ||

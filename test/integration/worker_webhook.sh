@@ -419,14 +419,13 @@ held_landed() {
 	[ "$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since" | js 'd.some(e => e.heldMs > 0)')" = true ]
 }
 pf_ok "late renewal: the held visibility change reached SQS" pf_wait_for 20 held_landed
-v_order=$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since" |
-	js '(h => !h ? "none" : h.seconds !== 5 ? "held:" + h.seconds
-		: "renewal-held|" + (d.filter(e => e.receipt === h.receipt).slice(-1)[0].seconds < 5))(d.find(e => e.heldMs > 0))')
+visibility=$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since")
+v_order=$(js '(h => !h ? "none" : h.seconds !== 5 ? "held:" + h.seconds
+		: "renewal-held|" + (d.filter(e => e.receipt === h.receipt).slice(-1)[0].seconds < 5))(d.find(e => e.heldMs > 0))' <<<"$visibility")
 # Was the back-off sent while the renewal was held (the worker let the
 # message go with its renewal in flight)?  Only then has it anything to set
 # again; a back-off sent after the renewal landed is simply the last word.
-v_during=$(curl -fsS "$AWS_ENDPOINT_URL/_front/visibility?since=$since" |
-	js '(h => h && d.some(e => e.receipt === h.receipt && e.seconds < 5 && e.arrivedAt < h.arrivedAt) ? "yes" : "no")(d.find(e => e.heldMs > 0))')
+v_during=$(js '(h => h && d.some(e => e.receipt === h.receipt && e.seconds < 5 && e.arrivedAt < h.arrivedAt) ? "yes" : "no")(d.find(e => e.heldMs > 0))' <<<"$visibility")
 if [ "${v_order%%|*}" = renewal-held ]; then
 	pf_eq "late renewal: the last visibility SQS got for the message is the back-off, not the visibility timeout" \
 		"renewal-held|true" "$v_order"

@@ -93,6 +93,8 @@ span=$(legacy -c "SELECT round(extract(epoch FROM max(ended_at) - min(started_at
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
+# the worker's log outlives the run, for a look at what went wrong
+cp "$WK_DIR/bench.log" "${BENCH_WORKER_LOG:-/tmp/payflow-bench-worker-$CALLS.log}"
 
 printf '%-52s %s\n' \
 	"operations completed" "$done_count of $CALLS in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s (calls span ${span} s)" \

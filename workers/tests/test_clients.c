@@ -636,7 +636,8 @@ test_backoff(void)
 static void
 test_pg_unreachable(void)
 {
-	pf_pg_options opts = {"payflow-test", 1, 0, 3, 10, 20, NULL};
+	pf_pg_options opts = {.application_name = "payflow-test", .connect_timeout_s = 1, .max_attempts = 3,
+	.backoff_base_ms = 10, .backoff_cap_ms = 20};
 	pf_pg	   *pg = pf_pg_create("host=127.0.0.1 port=1 dbname=none user=none", &opts);
 	const char *values[1] = {"1"};
 	pf_error	err;

@@ -50,6 +50,7 @@ typedef struct pf_pg_options
 	int			backoff_cap_ms; /* default 10000 */
 	/* when set and non-zero, reconnect and retry loops give up at once */
 	const volatile sig_atomic_t *stop;
+	int			lock_timeout_ms;	/* 0: the server's setting */
 } pf_pg_options;
 
 typedef struct pf_pg pf_pg;

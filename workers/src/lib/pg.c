@@ -139,27 +139,35 @@ pf_pg_sqlstate_result(const char *sqlstate)
 	return PF_ERR_FINAL;
 }
 
+/* SET name = ms for this session (set_config: the value is a bound parameter). */
+static pf_result
+set_timeout(pf_pg *pg, const char *name, int ms, pf_error *err)
+{
+	char		value[32];
+	const char *values[2] = {name, value};
+	PGresult   *res;
+
+	snprintf(value, sizeof(value), "%d", ms);
+	res = PQexecParams(pg->conn, "SELECT pg_catalog.set_config($1, $2, false)", 2, NULL, values, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		pf_error_set(err, PF_ERR_TRANSIENT, PQresultErrorField(res, PG_DIAG_SQLSTATE), "setting %s: %s", name,
+					 PQerrorMessage(pg->conn));
+		PQclear(res);
+		return PF_ERR_TRANSIENT;
+	}
+	PQclear(res);
+	return PF_OK;
+}
+
 static pf_result
 exec_setup(pf_pg *pg, pf_error *err)
 {
-	if (pg->opt.statement_timeout_ms > 0)
-	{
-		char		value[32];
-		const char *values[1] = {value};
-		PGresult   *res;
-
-		snprintf(value, sizeof(value), "%d", pg->opt.statement_timeout_ms);
-		res = PQexecParams(pg->conn, "SELECT pg_catalog.set_config('statement_timeout', $1, false)",
-						   1, NULL, values, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			pf_error_set(err, PF_ERR_TRANSIENT, PQresultErrorField(res, PG_DIAG_SQLSTATE),
-						 "setting statement_timeout: %s", PQerrorMessage(pg->conn));
-			PQclear(res);
-			return PF_ERR_TRANSIENT;
-		}
-		PQclear(res);
-	}
+	if (pg->opt.statement_timeout_ms > 0 &&
+		set_timeout(pg, "statement_timeout", pg->opt.statement_timeout_ms, err) != PF_OK)
+		return PF_ERR_TRANSIENT;
+	if (pg->opt.lock_timeout_ms > 0 && set_timeout(pg, "lock_timeout", pg->opt.lock_timeout_ms, err) != PF_OK)
+		return PF_ERR_TRANSIENT;
 	for (int i = 0; i < pg->n_channels; i++)
 	{
 		/* LISTEN takes no parameters; the channel is a quoted identifier */

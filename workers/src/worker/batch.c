@@ -135,6 +135,12 @@ take_row(batch_kind kind, PGresult *res, int row, request *req)
 	req->r = PF_OK;
 }
 
+static int
+compare_requests(const void *a, const void *b)
+{
+	return strcmp((*(request *const *) a)->operation_id, (*(request *const *) b)->operation_id);
+}
+
 /* Run one batch (the leader, without the lock). */
 static void
 run_batch(worker *w, batch_kind kind, request **reqs, int n)
@@ -147,6 +153,11 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 	pf_result	r;
 	pf_pg	   *pg;
 
+	/*
+	 * In operation-id order, as the lease renewer sends its rows: batches
+	 * and renewals that lock their rows in one order cannot deadlock.
+	 */
+	qsort(reqs, (size_t) n, sizeof(*reqs), compare_requests);
 	for (int i = 0; i < n; i++)
 	{
 		reqs[i]->r = PF_ERR_FINAL;

@@ -32,6 +32,7 @@
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
+#include "lease_renewer.h"
 #include "protection.h"
 #include "payflow/stop_signals.h"
 
@@ -97,6 +98,12 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	hb.application_name = "payflow-worker heartbeat";
 	hb.connect_timeout_s = 5;
 	hb.statement_timeout_ms = 5000;
+	/*
+	 * A row another transaction holds (a claim or completion batch) is left
+	 * to the next round rather than waited for: under the deadlock
+	 * detector's second, so the renewal gives way instead of either failing.
+	 */
+	hb.lock_timeout_ms = 500;
 	hb.max_attempts = 2;
 	hb.stop = &w->db_stop;
 	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
@@ -332,59 +339,89 @@ interrupt_targets(worker *w, executor **targets, int n)
 
 /* ---- heartbeats ---- */
 
-static void
-renew_leases(worker *w, job **jobs, int n)
-{
-	const char **ids = pf_calloc((size_t) n, sizeof(char *));
-	bool	   *held = pf_calloc((size_t) n, sizeof(bool));
-	pf_error	err;
-	pf_result	r;
+/* How often a heartbeat that stays behind is said again. */
+#define BEHIND_LOG_EVERY_MS 60000
 
-	for (int i = 0; i < n; i++)
-		ids[i] = jobs[i]->operation_id;
-	r = db_heartbeat(w->heartbeat_pg, ids, n, w->role->step, w->cfg.worker_id, w->lease_s, held, &err);
-	if (r != PF_OK && r != PF_ERR_TRANSIENT)
+/*
+ * Behind: a renewal (the tick itself, or its round of database leases)
+ * came later than a third of the visibility timeout. The worker then takes
+ * no new messages until a round is on time again: fewer held messages make
+ * the rounds shorter, and a message it does not take cannot be redelivered
+ * under it. Said once a minute, counted for the metrics.
+ */
+static void
+note_lateness(worker *w, int64_t late_ms, const char *what)
+{
+	int64_t		limit = (int64_t) w->visibility_s * 1000 / 3;
+	int64_t		now = pf_now_ms();
+
+	w->heartbeat_late_ms = late_ms;
+	if (late_ms <= limit)
 	{
-		/* one bad row (an operation purged under us) must not cost the others their lease */
-		for (int i = 0; i < n; i++)
-			if (db_heartbeat(w->heartbeat_pg, &ids[i], 1, w->role->step, w->cfg.worker_id, w->lease_s,
-							 &held[i], &err) != PF_OK)
-				held[i] = true; /* unknown: let the step find out when it reports */
-		r = PF_OK;
+		if (w->heartbeat_behind)
+			pf_log_info(NULL, "heartbeat caught up (%s %lld ms after its tick): taking messages again", what,
+						(long long) late_ms);
+		w->heartbeat_behind = false;
+		return;
 	}
-	if (r != PF_OK)
-		pf_log_warn(NULL, "lease renewal of %d step(s) failed (%s: %s); they hold for up to %d s more, "
-					"the next heartbeat retries", n, err.code, err.message, w->lease_s);
-	else
+	w->heartbeat_behind = true;
+	w->heartbeat_behind_total++;
+	if (w->behind_logged_ms == 0 || now - w->behind_logged_ms >= BEHIND_LOG_EVERY_MS)
 	{
-		pthread_mutex_lock(&w->lock);
-		for (int i = 0; i < n; i++)
+		w->behind_logged_ms = now;
+		pf_log_write(PF_LOG_WARN, NULL,
+					 json_pack("{s:I,s:I,s:i,s:I}", "lateMs", (json_int_t) late_ms, "limitMs", (json_int_t) limit,
+							   "held", w->n_held, "behindTotal", (json_int_t) w->heartbeat_behind_total),
+					 "heartbeat behind: %s %lld ms after its tick (more than a third of the visibility timeout); "
+					 "taking no new messages until it catches up", what, (long long) late_ms);
+	}
+}
+
+/* A finished round of lease renewals: its lost leases stop their steps. */
+static void
+collect_renewals(worker *w)
+{
+	lease_round_result res;
+
+	if (w->renewer == NULL)
+		return;
+	lease_renewer_collect(w->renewer, &res);
+	if (!res.finished)
+		return;
+	note_lateness(w, res.late_ms, "the lease renewal finished");
+	pthread_mutex_lock(&w->lock);
+	for (int k = 0; k < res.n_lost; k++)
+		for (int i = 0; i < w->n_held; i++)
 		{
-			if (held[i] || jobs[i]->finished || jobs[i]->stop != STOP_NONE)
+			job		   *j = w->held[i];
+
+			/* a claim made after the round's snapshot is not what the round saw */
+			if (!j->claimed || j->finished || j->stop != STOP_NONE || j->claimed_ms > res.offered_ms ||
+				strcmp(j->operation_id, res.lost[k]) != 0)
 				continue;
-			jobs[i]->stop = STOP_LEASE_LOST;
-			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {jobs[i]->operation_id, NULL, NULL},
-						 json_pack("{s:s}", "messageId", jobs[i]->msg->id),
+			j->stop = STOP_LEASE_LOST;
+			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {j->operation_id, NULL, NULL},
+						 json_pack("{s:s}", "messageId", j->msg->id),
 						 "lease lost: another worker took the step over");
 		}
-		pthread_mutex_unlock(&w->lock);
-	}
-	free(ids);
-	free(held);
+	pthread_mutex_unlock(&w->lock);
+	lease_round_result_free(&res);
 }
 
 /*
  * One tick: every held message stays invisible for another visibility
- * timeout, every claimed step keeps its lease for another lease period.
+ * timeout (here, on the transport's own connections), every claimed step
+ * keeps its lease for another lease period (on the renewer's thread).
  */
 static void
-heartbeat(worker *w)
+heartbeat(worker *w, int64_t due_ms)
 {
 	transport_message **msgs = pf_calloc((size_t) w->n_held + 1, sizeof(*msgs));
-	job		  **claimed = pf_calloc((size_t) w->n_held + 1, sizeof(*claimed));
+	const char **claimed = pf_calloc((size_t) w->n_held + 1, sizeof(*claimed));
 	int			n_msgs = 0;
 	int			n_claimed = 0;
 
+	note_lateness(w, pf_now_ms() - due_ms, "the tick came");
 	pthread_mutex_lock(&w->lock);
 	for (int i = 0; i < w->n_held; i++)
 	{
@@ -394,14 +431,15 @@ heartbeat(worker *w)
 			continue;
 		msgs[n_msgs++] = j->msg;
 		if (j->claimed && j->stop != STOP_LEASE_LOST)
-			claimed[n_claimed++] = j;
+			claimed[n_claimed++] = j->operation_id;
 	}
 	pthread_mutex_unlock(&w->lock);
 
 	if (n_msgs > 0)
 		w->transport->ops->set_visibility(w->transport, msgs, n_msgs, w->visibility_s);
-	if (n_claimed > 0)
-		renew_leases(w, claimed, n_claimed);
+	/* the ids are copied: a job freed meanwhile is no matter */
+	if (n_claimed > 0 && w->renewer != NULL && !lease_renewer_offer(w->renewer, claimed, n_claimed, due_ms))
+		note_lateness(w, pf_now_ms() - (due_ms - w->heartbeat_ms), "the last lease renewal is still running");
 	free(msgs);
 	free(claimed);
 }
@@ -584,6 +622,9 @@ drain_progress(worker *w, int64_t now)
 		if (n_rel > 0)
 		{
 			release_messages(w, rel, n_rel);
+			/* the renewer's connection, now the main thread's: the leases go with one second left */
+			lease_renewer_stop(w->renewer);
+			w->renewer = NULL;
 			if (n_ids > 0)
 				db_heartbeat(w->heartbeat_pg, ids, n_ids, w->role->step, w->cfg.worker_id, 1, held, &err);
 			pf_log_error(NULL, "%d step(s) did not return after their cancel; released, exiting without them",
@@ -620,7 +661,7 @@ receive_if_room(worker *w, int64_t now)
 	int64_t		not_before;
 
 	w->receive_fill_until_ms = 0;
-	if (w->draining || free_slots <= 0 || w->transport->ops->receiving(w->transport))
+	if (w->draining || free_slots <= 0 || w->heartbeat_behind || w->transport->ops->receiving(w->transport))
 		return;
 	if (w->slots_free_since_ms == 0)
 		w->slots_free_since_ms = now;
@@ -670,6 +711,13 @@ worker_run(worker *w)
 		w->stuck = true;		/* some threads run: do not free under them */
 		return 1;
 	}
+	w->renewer = lease_renewer_start(w->heartbeat_pg, w->role->step, w->cfg.worker_id, w->lease_s, w->wake_fd);
+	if (w->renewer == NULL)
+	{
+		pf_log_error(NULL, "cannot start the lease renewal thread");
+		executors_stop(w, true);
+		return 1;
+	}
 	w->next_heartbeat_ms = pf_now_ms() + w->heartbeat_ms;
 	pf_log_write(PF_LOG_INFO, NULL,
 				 json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i}", "role", w->role->name, "queue",
@@ -693,9 +741,10 @@ worker_run(worker *w)
 		collect_done(w);
 		now = pf_now_ms();
 		receive_if_room(w, now);
+		collect_renewals(w);
 		if (now >= w->next_heartbeat_ms)
 		{
-			heartbeat(w);
+			heartbeat(w, w->next_heartbeat_ms);
 			w->next_heartbeat_ms = now + w->heartbeat_ms;
 		}
 		watchdog(w, now);
@@ -735,6 +784,8 @@ worker_run(worker *w)
 	}
 	protection_stop(w->protection);
 	w->protection = NULL;
+	lease_renewer_stop(w->renewer);
+	w->renewer = NULL;
 
 	pf_log_write(PF_LOG_INFO, NULL, json_pack("{s:I,s:b}", "handled", (json_int_t) w->handled, "clean", !w->stuck),
 				 "payflow-worker stopped");

@@ -686,6 +686,7 @@ step_execute(worker *w, executor *ex, job *j)
 	{
 		pthread_mutex_lock(&w->lock);
 		j->claimed = true;
+		j->claimed_ms = pf_now_ms();
 		memcpy(j->operation_id, ev.operation_id, sizeof(j->operation_id));
 		pthread_mutex_unlock(&w->lock);
 		log_job(PF_LOG_INFO, &ids, j,

@@ -302,6 +302,7 @@ struct job
 	/* guarded by worker.lock */
 	executor   *ex;				/* running on, or NULL while queued */
 	bool		claimed;		/* the step's lease is ours: heartbeat it */
+	int64_t		claimed_ms;		/* when: a renewal round older than that says nothing of it */
 	bool		finished;
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
 	stop_reason stop;
@@ -336,7 +337,8 @@ struct worker
 	void	   *role_state;
 	transport  *transport;
 	db_pool    *db;
-	pf_pg	   *heartbeat_pg;	/* main thread */
+	pf_pg	   *heartbeat_pg;	/* start-up checks, then the lease renewer's */
+	struct lease_renewer *renewer;	/* lease_renewer.h: leases off the main thread */
 	volatile sig_atomic_t db_stop;	/* ends database retry loops at exit */
 
 	int			concurrency;
@@ -371,6 +373,11 @@ struct worker
 	int			receive_asked;	/* what the receive in flight (or the last) asked for */
 	bool		receive_backlog;	/* the last receive was answered in full */
 	receive_pacing pacing;		/* when the next receive goes, for a steady flow */
+	/* a heartbeat behind (a renewal later than visibility/3): no receiving */
+	bool		heartbeat_behind;
+	int64_t		heartbeat_late_ms;	/* the latest round's lateness */
+	long		heartbeat_behind_total; /* rounds that were behind */
+	int64_t		behind_logged_ms;	/* said once a minute */
 	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 

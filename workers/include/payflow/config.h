@@ -100,6 +100,7 @@ typedef struct pf_config
 	char	   *legacy_lookup;
 	int			legacy_timeout;
 	int			legacy_connect_timeout;
+	int			legacy_connects_at_once;	/* logins in progress per process */
 	int			legacy_poll_interval_ms;
 	char	   *legacy_done_statuses;
 	char	   *legacy_failed_statuses;

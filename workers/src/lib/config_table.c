@@ -64,6 +64,7 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_LEGACY_LOOKUP", T_STRING, AT(legacy_lookup), PAYMENT, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LEGACY_TIMEOUT", T_INT, AT(legacy_timeout), PAYMENT, NONE, "1800", false, NULL, 1, 86400, NULL},
 	{"PAYFLOW_LEGACY_CONNECT_TIMEOUT", T_INT, AT(legacy_connect_timeout), PAYMENT, NONE, "10", false, NULL, 1, 300, NULL},
+	{"PAYFLOW_LEGACY_CONNECTS_AT_ONCE", T_INT, AT(legacy_connects_at_once), PAYMENT, NONE, "8", false, NULL, 1, 10000, NULL},
 	{"PAYFLOW_LEGACY_POLL_INTERVAL_MS", T_INT, AT(legacy_poll_interval_ms), PAYMENT, NONE, "2000", false, NULL, 50, 3600000, NULL},
 	{"PAYFLOW_LEGACY_DONE_STATUSES", T_STRING, AT(legacy_done_statuses), PAYMENT, NONE, "done,succeeded,success,completed,charged,ok", false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LEGACY_FAILED_STATUSES", T_STRING, AT(legacy_failed_statuses), PAYMENT, NONE, "failed,failure,error,rejected,declined,cancelled,canceled", false, NULL, 0, 0, NULL},

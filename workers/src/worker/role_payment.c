@@ -61,8 +61,12 @@
 #include "payflow/odbc.h"
 #include "payflow/sqlstate_rules.h"
 
+#include "connect_gate.h"
+
 #define DETAILS_PREFIX "details."
 #define OUTCOME_UNKNOWN "outcome_unknown"
+/* logins per call before it fails (connect_gate.h: nothing sent yet) */
+#define CONNECT_TRIES 4
 
 typedef struct statement
 {
@@ -89,6 +93,9 @@ typedef struct payment_role_state
 	word_list	done;
 	word_list	failed;
 	bool		raw_errors;		/* PAYFLOW_RAW_ERROR_TEXT */
+
+	/* at most PAYFLOW_LEGACY_CONNECTS_AT_ONCE logins at a time */
+	connect_gate connects;
 
 	/* the start-up check, done by the first connection that can */
 	pthread_mutex_t check_lock;
@@ -203,6 +210,7 @@ payment_cleanup(void *role)
 	words_free(&ps->done);
 	words_free(&ps->failed);
 	pthread_mutex_destroy(&ps->check_lock);
+	connect_gate_destroy(&ps->connects);
 	free(ps->bad_statement);
 	free(ps);
 }
@@ -319,6 +327,7 @@ payment_init(const role_ops *role, const pf_config *cfg, char *why, size_t why_l
 	bool		poll = cfg->legacy_mode == PF_LEGACY_SUBMIT_POLL;
 
 	ps->cfg = cfg;
+	connect_gate_init(&ps->connects, cfg->legacy_connects_at_once);
 	/* only the statements of the chosen mode are parsed and used */
 	if (!statement_init(&ps->call, "PAYFLOW_LEGACY_CALL", "call", poll ? NULL : cfg->legacy_call, why, why_len) ||
 		!statement_init(&ps->submit, "PAYFLOW_LEGACY_SUBMIT", "submit", poll ? cfg->legacy_submit : NULL, why,
@@ -437,13 +446,61 @@ bind_values(const statement *st, const step_run *run, const char *legacy_ref, ch
 									err) != PF_OK)
 			{
 				for (int k = 0; k < i; k++)
+				{
 					free(values[k]);
+					values[k] = NULL;
+				}
 				return pf_error_set(err, PF_ERR_INVALID, "invalid_request",
 									"the request is not a JSON object, so :%s has no value", name);
 			}
 		}
 	}
 	return PF_OK;
+}
+
+static bool
+step_must_stop(void *run)
+{
+	return step_stop_requested(run) != STOP_NONE;
+}
+
+/*
+ * Log in before the call, through the process's gate (connect_gate.h), and
+ * again after a refused login: nothing was sent, so nothing can have been
+ * charged, and a login refused in a crowd mostly works a moment later.
+ * Only when every try failed does the step spend an attempt on it.
+ */
+static pf_result
+legacy_connect(payment_thread *pt, step_run *run, pf_error *err)
+{
+	payment_role_state *ps = pt->role;
+	pf_result	r = PF_OK;
+
+	for (int attempt = 0; attempt < CONNECT_TRIES && !pf_odbc_connected(pt->odbc); attempt++)
+	{
+		if (attempt > 0)
+		{
+			char		text[256];
+
+			pf_log_info(&run->ids, "legacy login failed (%s: %s); trying again", err->code,
+						pf_downstream_log_text(err->code, err->message, ps->raw_errors, text, sizeof(text)));
+			if (!step_sleep(run, pf_backoff_ms(attempt - 1, 250, 4000)))
+				break;
+		}
+		if (!connect_gate_enter(&ps->connects, step_must_stop, run))
+			break;
+		step_call_started(run, ps->cfg->legacy_connect_timeout);
+		r = pf_odbc_connect(pt->odbc, err);
+		step_call_finished(run);
+		connect_gate_leave(&ps->connects);
+		if (r != PF_OK && !pf_sqlstate_is_connection_error(err->code))
+			return r;
+	}
+	if (pf_odbc_connected(pt->odbc))
+		return PF_OK;
+	if (r == PF_OK)				/* stopped before a login failed */
+		r = pf_error_set(err, PF_ERR_FINAL, "HY008", "the step was stopped before its legacy login");
+	return r;
 }
 
 static pf_result
@@ -455,6 +512,7 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 	char	  **values = pf_calloc((size_t) (n > 0 ? n : 1), sizeof(char *));
 	int			timeout_s = ps->cfg->legacy_timeout;
 	int64_t		started = pf_now_ms();
+	bool		reused = false;
 	pf_result	r;
 
 	*row = NULL;
@@ -463,13 +521,17 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 		r = pf_error_set(err, PF_ERR_FINAL, "HY008", "the step was stopped before its %s call", st->what);
 	else
 		r = bind_values(st, run, legacy_ref, values, err);
-	if (r == PF_OK && !ps->checked && pf_odbc_connect(pt->odbc, err) == PF_OK)
+	if (r == PF_OK)
+	{
+		reused = pf_odbc_connected(pt->odbc);
+		r = legacy_connect(pt, run, err);
+	}
+	if (r == PF_OK && !ps->checked)
 		check_once(ps, pt->odbc);
 	if (r == PF_OK && ps->bad_statement != NULL)
 		r = pf_error_set(err, PF_ERR_INVALID, "invalid_statement", "%s", ps->bad_statement);
 	if (r == PF_OK)
 	{
-		bool		reused = pf_odbc_connected(pt->odbc);
 
 		/* the watchdog allows the connect too */
 		step_call_started(run, timeout_s + ps->cfg->legacy_connect_timeout);
@@ -493,9 +555,9 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 								  err);
 		}
 		step_call_finished(run);
-		for (int i = 0; i < n; i++)
-			free(values[i]);
 	}
+	for (int i = 0; i < n; i++)
+		free(values[i]);
 	free(values);
 	if (info->timed_out)
 		pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:I}", "statement", st->what, "ms", (json_int_t) info->ms),

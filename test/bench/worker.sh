@@ -41,7 +41,12 @@ trap 'wk_cleanup; pf_cluster_destroy' EXIT
 wk_start_relay
 
 legacy -c "SELECT set_fault('slow', seconds => $CALL_SECONDS, count => NULL, fn => 'charge')" >/dev/null
-wk_start_worker bench PAYFLOW_CONCURRENCY="$CALLS" PAYFLOW_LEGACY_TIMEOUT=$((CALL_SECONDS * 4))
+# BENCH_WORKER_ODBC_EXTRA="Key=value;": appended to the connection string, for experiments
+PAYFLOW_LEGACY_ODBC="$PAYFLOW_LEGACY_ODBC${BENCH_WORKER_ODBC_EXTRA:-}"
+# BENCH_WORKER_ENV="NAME=value ...": more of the worker's environment, for experiments
+# shellcheck disable=SC2086
+wk_start_worker bench PAYFLOW_CONCURRENCY="$CALLS" PAYFLOW_LEGACY_TIMEOUT=$((CALL_SECONDS * 4)) \
+	PAYFLOW_METRICS_LISTEN=127.0.0.1:4679 ${BENCH_WORKER_ENV:-}
 pid=$WK_PID_bench
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 
@@ -54,6 +59,7 @@ q -c "SELECT count(payflow.submit('bench-' || n, jsonb_build_object('amount', n,
 
 running_calls() { legacy -c "SELECT count(*) FROM call_log WHERE fn = 'charge' AND ended_at IS NULL"; }
 peak_running=0
+rss_kinds=
 peak_threads=0
 peak_legacy_sessions=0
 peak_db_sessions=0
@@ -61,7 +67,10 @@ deadline=$((SECONDS + CALL_SECONDS * 3 + 60))
 while :; do
 	done_count=$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id LIKE 'bench-%' AND status = 'PAYMENT_COMPLETED'")
 	r=$(running_calls)
-	[ "$r" -gt "$peak_running" ] && peak_running=$r
+	if [ "$r" -gt "$peak_running" ]; then
+		peak_running=$r
+		rss_kinds=$(awk -v stack_kib=512 -f test/bench/rss_by_kind.awk "/proc/$pid/smaps" | sed 's/, $//')
+	fi
 	th=$(awk '/Threads/ {print $2}' "/proc/$pid/status")
 	[ "$th" -gt "$peak_threads" ] && peak_threads=$th
 	ls=$(q -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'legacy_client'")
@@ -79,6 +88,11 @@ t1=$(date +%s.%N)
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 cpu=$(awk '{print ($14 + $15) / 100}' "/proc/$pid/stat")
+# CPU by thread name (pf-executor, pf-leases, the main thread's payflow-worker):
+# schedstat's nanoseconds, as a thread's stat rounds down to whole ticks
+cpu_threads=$(for t in /proc/$pid/task/*; do
+	printf '%s %s\n' "$(tr ' ' _ <"$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")"
+done | awk '{s[$1] += $2} END {for (n in s) printf "%s %.2f s, ", n, s[n] / 1e9}' | sed 's/, $//')
 
 redelivered=$(grep -c '"receiveCount":[02-9]' "$WK_DIR/bench.log" || true)
 lost=$(grep -c '"lease lost' "$WK_DIR/bench.log" || true)
@@ -103,9 +117,10 @@ printf '%-52s %s\n' \
 	"redelivered messages / lost leases / attempts > 1" "$redelivered / $lost / $attempts" \
 	"peak RSS (VmHWM)" "$((hwm / 1024)) MiB ($(((hwm - rss_start) / CALLS)) KiB per call over $((rss_start / 1024)) MiB idle)" \
 	"RSS at the end" "$((rss_end / 1024)) MiB" \
+	"RSS at the peak of calls, by kind" "$rss_kinds" \
 	"threads (peak)" "$peak_threads" \
 	"sessions: legacy_client / payflow-worker (peak)" "$peak_legacy_sessions / $peak_db_sessions" \
-	"worker CPU time" "${cpu} s" \
+	"worker CPU time" "${cpu} s ($cpu_threads)" \
 	"exit status after SIGTERM" "$rc"
 
 pf_eq "all $CALLS operations completed" "$CALLS" "$done_count"

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "payflow/backoff.h"
+#include "payflow/listen.h"
 #include "payflow/stop_signals.h"
 
 /* Raised only after the drain: from then on database retries give up. */
@@ -42,31 +43,14 @@ static volatile sig_atomic_t stop_now = 0;
 static struct addrinfo *
 resolve_listen(const char *listen)
 {
-	char	   *copy = pf_strdup(listen);
-	char	   *colon = strrchr(copy, ':');
-	char	   *host = copy;
-	struct addrinfo hints;
-	struct addrinfo *ai = NULL;
-	int			rc;
+	char		why[256];
+	struct addrinfo *ai = pf_listen_resolve(listen, why, sizeof(why));
 
-	*colon = '\0';				/* the config module checked host:port */
-	if (host[0] == '[' && colon[-1] == ']')
+	if (ai == NULL)
 	{
-		host++;
-		colon[-1] = '\0';
-	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	rc = getaddrinfo(host, colon + 1, &hints, &ai);
-	if (rc != 0 || ai == NULL)
-	{
-		fprintf(stderr, "%s: invalid PAYFLOW_LISTEN: cannot resolve %s: %s\n", API_PROGNAME, listen,
-				gai_strerror(rc));
+		fprintf(stderr, "%s: invalid PAYFLOW_LISTEN: %s\n", API_PROGNAME, why);
 		exit(2);
 	}
-	free(copy);
 	return ai;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "payflow/buf.h"
+#include "stack_trim.h"
 
 /* Each executor's stack: ODBC drivers and libpq need little; 256 threads add up. */
 #define EXECUTOR_STACK_BYTES (512 * 1024)
@@ -32,6 +33,7 @@ executor_main(void *arg)
 	executor   *ex = arg;
 	worker	   *w = ex->w;
 
+	stack_trim_init();
 	ex->role_thread = w->role->thread_init(w->role_state);
 	for (;;)
 	{
@@ -97,6 +99,8 @@ executors_start(worker *w)
 			return false;
 		}
 		ex->started = true;
+		/* ps -L, top -H and make bench tell the threads apart by name */
+		(void) pthread_setname_np(ex->thread, "pf-executor");
 	}
 	pthread_attr_destroy(&attr);
 	return true;

@@ -9,6 +9,7 @@
 #include "worker.h"
 
 #include "batch.h"
+#include "stack_trim.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -86,6 +87,8 @@ step_stop_requested(step_run *run)
 void
 step_call_started(step_run *run, int timeout_s)
 {
+	/* the call may wait for minutes: what the steps before it touched goes back */
+	stack_trim();
 	pthread_mutex_lock(&run->w->lock);
 	run->job->call_deadline_ms = pf_now_ms() + (int64_t) timeout_s * 1000;
 	run->job->interrupted = false;

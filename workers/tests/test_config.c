@@ -208,11 +208,11 @@ test_invalid(void)
 
 	relay_env();
 	setenv("PAYFLOW_CONCURRENCY", "lots", 1);
-	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"lots\" is not an integer from 1 to 1000");
+	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"lots\" is not an integer from 1 to 4000");
 	setenv("PAYFLOW_CONCURRENCY", "0", 1);
-	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"0\" is not an integer from 1 to 1000");
+	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"0\" is not an integer from 1 to 4000");
 	setenv("PAYFLOW_CONCURRENCY", "12x", 1);
-	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"12x\" is not an integer from 1 to 1000");
+	expect_error(PF_PROGRAM_RELAY, "invalid PAYFLOW_CONCURRENCY: \"12x\" is not an integer from 1 to 4000");
 
 	relay_env();
 	setenv("PAYFLOW_STORE", "ftp", 1);

@@ -101,6 +101,7 @@ typedef struct pf_config
 	int			legacy_timeout;
 	int			legacy_connect_timeout;
 	int			legacy_connects_at_once;	/* logins in progress per process */
+	char	   *metrics_listen; /* payflow-worker's /metrics; NULL: off */
 	int			legacy_poll_interval_ms;
 	char	   *legacy_done_statuses;
 	char	   *legacy_failed_statuses;

@@ -48,7 +48,7 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_DATABASE_URL", T_CONNINFO, AT(database_url), ANY, PF_PROGRAM_ANY, NULL, true, NULL, 0, 0, NULL},
 	{"PAYFLOW_QUEUE_URLS", T_QUEUE_MAP, AT(queue_urls), RELAY, RELAY, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_QUEUE_URL", T_URL, AT(queue_url), WORKER, WORKER, NULL, false, NULL, 0, 0, NULL},
-	{"PAYFLOW_CONCURRENCY", T_INT, AT(concurrency), WORKER, NONE, "8", false, NULL, 1, 1000, NULL},
+	{"PAYFLOW_CONCURRENCY", T_INT, AT(concurrency), WORKER, NONE, "8", false, NULL, 1, 4000, NULL},
 	/* as low as 2 s so tests of redelivery and takeover run in seconds */
 	{"PAYFLOW_VISIBILITY_TIMEOUT", T_INT, AT(visibility_timeout), WORKER, NONE, "120", false, NULL, 2, 43200, NULL},
 	{"PAYFLOW_DRAIN_SECONDS", T_INT, AT(drain_seconds), ANY, NONE, "30", false, NULL, 0, 3600, NULL},
@@ -77,6 +77,7 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_STEP_URL", T_URL, AT(step_url), HTTP_STEP, HTTP_STEP, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_STEP_FUNCTION", T_STRING, AT(step_function), SQL_STEP, SQL_STEP, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_LISTEN", T_HOST_PORT, AT(listen), API, NONE, "127.0.0.1:8080", false, NULL, 0, 0, NULL},
+	{"PAYFLOW_METRICS_LISTEN", T_HOST_PORT, AT(metrics_listen), WORKER, NONE, NULL, false, NULL, 0, 0, NULL},
 	/* payflow-api: pool, HTTP limits and time-outs */
 	{"PAYFLOW_API_POOL_SIZE", T_INT, AT(api_pool_size), API, NONE, "8", false, NULL, 1, 500, NULL},
 	{"PAYFLOW_API_POOL_WAIT_MS", T_INT, AT(api_pool_wait_ms), API, NONE, "2000", false, NULL, 1, 600000, NULL},

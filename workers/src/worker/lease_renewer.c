@@ -48,6 +48,7 @@ struct lease_renewer
 	int64_t		due_ms;
 	int64_t		offered_ms;
 	bool		running;		/* offered and not finished */
+	int64_t		last_ok_due_ms; /* the tick of the last round with no failure */
 	lease_round_result done;	/* the last finished round, until collected */
 };
 
@@ -125,6 +126,7 @@ renewer_main(void *arg)
 		pthread_mutex_unlock(&r->lock);
 
 		memset(&res, 0, sizeof(res));
+		res.duration_ms = pf_now_ms();
 		qsort(ids, (size_t) n, sizeof(char *), compare_ids);
 		for (int i = 0; i < n; i += LEASE_RENEW_CHUNK)
 			renew_chunk(r, &ids[i], n - i < LEASE_RENEW_CHUNK ? n - i : LEASE_RENEW_CHUNK, &res);
@@ -133,7 +135,11 @@ renewer_main(void *arg)
 		free(ids);
 		res.finished = true;
 		res.offered_ms = offered_ms;
-		res.late_ms = pf_now_ms() - due_ms;
+		res.duration_ms = pf_now_ms() - res.duration_ms;
+		/* leases a failed round left alone were last renewed at the last round that worked */
+		if (!res.failed || r->last_ok_due_ms == 0)
+			r->last_ok_due_ms = due_ms;
+		res.late_ms = pf_now_ms() - (res.failed ? r->last_ok_due_ms : due_ms);
 
 		pthread_mutex_lock(&r->lock);
 		lease_round_result_free(&r->done);	/* never collected: its news is older */
@@ -166,6 +172,8 @@ lease_renewer_start(pf_pg *pg, const char *step, const char *worker_id, int leas
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	rc = pthread_create(&r->thread, &attr, renewer_main, r);
 	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		(void) pthread_setname_np(r->thread, "pf-leases");
 	if (rc != 0)
 	{
 		pthread_mutex_destroy(&r->lock);

@@ -22,7 +22,9 @@ typedef struct lease_renewer lease_renewer;
 typedef struct lease_round_result
 {
 	bool		finished;		/* a round finished since the last collect */
-	int64_t		late_ms;		/* how long after its tick the round finished */
+	int64_t		late_ms;		/* how long after its tick the round finished; after a
+								 * failed one, since the tick of the last that worked */
+	int64_t		duration_ms;	/* how long the round took */
 	int			renewed;		/* steps whose lease was renewed (or unknown: kept) */
 	char	  **lost;			/* operation ids whose lease is gone (owned by the caller) */
 	int			n_lost;

@@ -142,6 +142,19 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	w->db = db_pool_create(w->cfg.database_url, app,
 						   w->cfg.db_connections > 0 ? w->cfg.db_connections : default_db_connections(w->concurrency),
 						   &w->db_stop);
+	atomic_store(&w->stats.concurrency, w->concurrency);
+	if (w->cfg.metrics_listen != NULL && w->cfg.metrics_listen[0] != '\0')
+	{
+		char		mwhy[200];
+
+		w->metrics = metrics_http_start(w->cfg.metrics_listen, &w->stats, app + strlen("payflow-worker "), mwhy,
+										sizeof(mwhy));
+		if (w->metrics == NULL)
+		{
+			snprintf(why, why_len, "invalid PAYFLOW_METRICS_LISTEN: %s", mwhy);
+			goto fail;
+		}
+	}
 	return w;
 
 fail:
@@ -165,6 +178,7 @@ worker_destroy(worker *w)
 	free(w->held);
 	if (w->transport)
 		w->transport->ops->destroy(w->transport);
+	metrics_http_stop(w->metrics);
 	pf_pg_destroy(w->heartbeat_pg);
 	db_pool_destroy(w->db);
 	if (w->role_state)
@@ -356,16 +370,20 @@ note_lateness(worker *w, int64_t late_ms, const char *what)
 	int64_t		now = pf_now_ms();
 
 	w->heartbeat_late_ms = late_ms;
+	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
 	if (late_ms <= limit)
 	{
 		if (w->heartbeat_behind)
 			pf_log_info(NULL, "heartbeat caught up (%s %lld ms after its tick): taking messages again", what,
 						(long long) late_ms);
 		w->heartbeat_behind = false;
+		atomic_store(&w->stats.heartbeat_behind, 0);
 		return;
 	}
 	w->heartbeat_behind = true;
 	w->heartbeat_behind_total++;
+	atomic_store(&w->stats.heartbeat_behind, 1);
+	atomic_fetch_add(&w->stats.heartbeat_behind_total, 1);
 	if (w->behind_logged_ms == 0 || now - w->behind_logged_ms >= BEHIND_LOG_EVERY_MS)
 	{
 		w->behind_logged_ms = now;
@@ -388,7 +406,13 @@ collect_renewals(worker *w)
 	lease_renewer_collect(w->renewer, &res);
 	if (!res.finished)
 		return;
-	note_lateness(w, res.late_ms, "the lease renewal finished");
+	atomic_fetch_add(&w->stats.lease_rounds, 1);
+	atomic_fetch_add(&w->stats.lease_rounds_failed, res.failed ? 1 : 0);
+	atomic_store(&w->stats.lease_round_ms, res.duration_ms);
+	atomic_fetch_add(&w->stats.leases_renewed, res.renewed);
+	atomic_fetch_add(&w->stats.leases_lost, res.n_lost);
+	note_lateness(w, res.late_ms, res.failed ? "the lease renewal failed, the last one that worked was"
+				  : "the lease renewal finished");
 	pthread_mutex_lock(&w->lock);
 	for (int k = 0; k < res.n_lost; k++)
 		for (int i = 0; i < w->n_held; i++)
@@ -421,6 +445,7 @@ heartbeat(worker *w, int64_t due_ms)
 	int			n_msgs = 0;
 	int			n_claimed = 0;
 
+	atomic_fetch_add(&w->stats.heartbeat_rounds, 1);
 	note_lateness(w, pf_now_ms() - due_ms, "the tick came");
 	pthread_mutex_lock(&w->lock);
 	for (int i = 0; i < w->n_held; i++)
@@ -781,6 +806,8 @@ worker_run(worker *w)
 		}
 		free(got);
 		protection_note(w->protection, w->n_held > 0);
+		atomic_store(&w->stats.held, w->n_held);
+		atomic_store(&w->stats.handled, w->handled);
 	}
 	protection_stop(w->protection);
 	w->protection = NULL;

@@ -59,6 +59,7 @@
 #include "payflow/log.h"
 #include "payflow/pg.h"
 
+#include "metrics_http.h"
 #include "receive_pacing.h"
 
 typedef struct worker worker;
@@ -378,6 +379,8 @@ struct worker
 	int64_t		heartbeat_late_ms;	/* the latest round's lateness */
 	long		heartbeat_behind_total; /* rounds that were behind */
 	int64_t		behind_logged_ms;	/* said once a minute */
+	worker_stats stats;			/* for /metrics (metrics_http.h) */
+	metrics_http *metrics;		/* NULL: PAYFLOW_METRICS_LISTEN unset */
 	struct protection *protection;	/* NULL off ECS (protection.h) */
 };
 

@@ -46,7 +46,7 @@ PAYFLOW_LEGACY_ODBC="$PAYFLOW_LEGACY_ODBC${BENCH_WORKER_ODBC_EXTRA:-}"
 # BENCH_WORKER_ENV="NAME=value ...": more of the worker's environment, for experiments
 # shellcheck disable=SC2086
 wk_start_worker bench PAYFLOW_CONCURRENCY="$CALLS" PAYFLOW_LEGACY_TIMEOUT=$((CALL_SECONDS * 4)) \
-	PAYFLOW_METRICS_LISTEN=127.0.0.1:4679 ${BENCH_WORKER_ENV:-}
+	PAYFLOW_METRICS_LISTEN=127.0.0.1:4693 ${BENCH_WORKER_ENV:-}
 pid=$WK_PID_bench
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 

@@ -80,7 +80,8 @@ pf_cluster_start() {
 		listen_addresses = '127.0.0.1'
 		port = $PF_PGPORT
 		unix_socket_directories = '$PF_CLUSTER_DIR/sock'
-		max_connections = 300
+		# worker_capacity: 250 legacy sessions, each with a dblink connection of the fixture
+		max_connections = 700
 		shared_buffers = 256MB
 		cron.database_name = '$PF_DB'
 		log_min_messages = warning

@@ -230,6 +230,19 @@ lease_renewer_offer(lease_renewer *r, const char *const *ids, int n, int64_t due
 	return true;
 }
 
+bool
+lease_renewer_busy(lease_renewer *r)
+{
+	bool		busy;
+
+	if (r == NULL)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	busy = r->running;
+	pthread_mutex_unlock(&r->lock);
+	return busy;
+}
+
 void
 lease_renewer_collect(lease_renewer *r, lease_round_result *out)
 {

@@ -44,6 +44,9 @@ void		lease_renewer_stop(lease_renewer *r);
 /* Start a round for these ids (copied); false when the last one still runs. */
 bool		lease_renewer_offer(lease_renewer *r, const char *const *ids, int n, int64_t due_ms);
 
+/* A round offered and not finished yet (false for NULL). */
+bool		lease_renewer_busy(lease_renewer *r);
+
 /* The last finished round's result, once; out->finished false when none. */
 void		lease_renewer_collect(lease_renewer *r, lease_round_result *out);
 void		lease_round_result_free(lease_round_result *res);

@@ -363,23 +363,20 @@ interrupt_targets(worker *w, executor **targets, int n)
  * the rounds shorter, and a message it does not take cannot be redelivered
  * under it. Said once a minute, counted for the metrics.
  */
-static void
-note_lateness(worker *w, int64_t late_ms, const char *what)
+static int64_t
+behind_limit_ms(const worker *w)
 {
-	int64_t		limit = (int64_t) w->visibility_s * 1000 / 3;
+	return (int64_t) w->visibility_s * 1000 / 3;
+}
+
+/* A renewal came (or is still not done) late_ms after its tick. */
+static void
+heartbeat_late(worker *w, int64_t late_ms, const char *what)
+{
 	int64_t		now = pf_now_ms();
 
 	w->heartbeat_late_ms = late_ms;
 	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
-	if (late_ms <= limit)
-	{
-		if (w->heartbeat_behind)
-			pf_log_info(NULL, "heartbeat caught up (%s %lld ms after its tick): taking messages again", what,
-						(long long) late_ms);
-		w->heartbeat_behind = false;
-		atomic_store(&w->stats.heartbeat_behind, 0);
-		return;
-	}
 	w->heartbeat_behind = true;
 	w->heartbeat_behind_total++;
 	atomic_store(&w->stats.heartbeat_behind, 1);
@@ -388,11 +385,25 @@ note_lateness(worker *w, int64_t late_ms, const char *what)
 	{
 		w->behind_logged_ms = now;
 		pf_log_write(PF_LOG_WARN, NULL,
-					 json_pack("{s:I,s:I,s:i,s:I}", "lateMs", (json_int_t) late_ms, "limitMs", (json_int_t) limit,
-							   "held", w->n_held, "behindTotal", (json_int_t) w->heartbeat_behind_total),
+					 json_pack("{s:I,s:I,s:i,s:I}", "lateMs", (json_int_t) late_ms,
+							   "limitMs", (json_int_t) behind_limit_ms(w), "held", w->n_held,
+							   "behindTotal", (json_int_t) w->heartbeat_behind_total),
 					 "heartbeat behind: %s %lld ms after its tick (more than a third of the visibility timeout); "
 					 "taking no new messages until it catches up", what, (long long) late_ms);
 	}
+}
+
+/* Renewals are on time again (only a finished round, or a tick with no leases, says so). */
+static void
+heartbeat_on_time(worker *w, int64_t late_ms)
+{
+	w->heartbeat_late_ms = late_ms;
+	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
+	if (w->heartbeat_behind)
+		pf_log_info(NULL, "heartbeat caught up (a renewal %lld ms after its tick): taking messages again",
+					(long long) late_ms);
+	w->heartbeat_behind = false;
+	atomic_store(&w->stats.heartbeat_behind, 0);
 }
 
 /* A finished round of lease renewals: its lost leases stop their steps. */
@@ -410,9 +421,11 @@ collect_renewals(worker *w)
 	atomic_fetch_add(&w->stats.lease_rounds_failed, res.failed ? 1 : 0);
 	atomic_store(&w->stats.lease_round_ms, res.duration_ms);
 	atomic_fetch_add(&w->stats.leases_renewed, res.renewed);
-	atomic_fetch_add(&w->stats.leases_lost, res.n_lost);
-	note_lateness(w, res.late_ms, res.failed ? "the lease renewal failed, the last one that worked was"
-				  : "the lease renewal finished");
+	if (res.late_ms > behind_limit_ms(w))
+		heartbeat_late(w, res.late_ms, res.failed ? "the lease renewal failed; the last one that worked was"
+					   : "the lease renewal finished");
+	else
+		heartbeat_on_time(w, res.late_ms);
 	pthread_mutex_lock(&w->lock);
 	for (int k = 0; k < res.n_lost; k++)
 		for (int i = 0; i < w->n_held; i++)
@@ -424,6 +437,8 @@ collect_renewals(worker *w)
 				strcmp(j->operation_id, res.lost[k]) != 0)
 				continue;
 			j->stop = STOP_LEASE_LOST;
+			/* not counted: a step that finished while its round ran (the round says "not held") */
+			atomic_fetch_add(&w->stats.leases_lost, 1);
 			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {j->operation_id, NULL, NULL},
 						 json_pack("{s:s}", "messageId", j->msg->id),
 						 "lease lost: another worker took the step over");
@@ -444,9 +459,12 @@ heartbeat(worker *w, int64_t due_ms)
 	const char **claimed = pf_calloc((size_t) w->n_held + 1, sizeof(*claimed));
 	int			n_msgs = 0;
 	int			n_claimed = 0;
+	int64_t		tick_late_ms;
 
 	atomic_fetch_add(&w->stats.heartbeat_rounds, 1);
-	note_lateness(w, pf_now_ms() - due_ms, "the tick came");
+	tick_late_ms = pf_now_ms() - due_ms;
+	if (tick_late_ms > behind_limit_ms(w))
+		heartbeat_late(w, tick_late_ms, "the tick came");
 	pthread_mutex_lock(&w->lock);
 	for (int i = 0; i < w->n_held; i++)
 	{
@@ -463,8 +481,14 @@ heartbeat(worker *w, int64_t due_ms)
 	if (n_msgs > 0)
 		w->transport->ops->set_visibility(w->transport, msgs, n_msgs, w->visibility_s);
 	/* the ids are copied: a job freed meanwhile is no matter */
-	if (n_claimed > 0 && w->renewer != NULL && !lease_renewer_offer(w->renewer, claimed, n_claimed, due_ms))
-		note_lateness(w, pf_now_ms() - (due_ms - w->heartbeat_ms), "the last lease renewal is still running");
+	if (n_claimed > 0 && w->renewer != NULL)
+	{
+		/* still running at the next tick: its renewals are a whole interval late at least */
+		if (!lease_renewer_offer(w->renewer, claimed, n_claimed, due_ms))
+			heartbeat_late(w, pf_now_ms() - (due_ms - w->heartbeat_ms), "the last lease renewal is still running");
+	}
+	else if (tick_late_ms <= behind_limit_ms(w) && !lease_renewer_busy(w->renewer))
+		heartbeat_on_time(w, tick_late_ms);
 	free(msgs);
 	free(claimed);
 }

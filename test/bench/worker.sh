@@ -63,6 +63,14 @@ rss_kinds=
 peak_threads=0
 peak_legacy_sessions=0
 peak_db_sessions=0
+# The heartbeat's cost per held message: CPU of the worker and of its
+# lease-renewal backend over a window in which all CALLS calls run and
+# nothing else happens (no receive, claim or completion), per message and
+# renewal (SQS visibility + database lease).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hb_window=$((PAYFLOW_VISIBILITY_TIMEOUT * 1000 / 3 * 3))	# three heartbeats, ms
+hb_started=
+hb_cost="(not measured: the calls never all ran at once for $((hb_window / 1000)) s)"
 deadline=$((SECONDS + CALL_SECONDS * 3 + 60))
 while :; do
 	done_count=$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id LIKE 'bench-%' AND status = 'PAYMENT_COMPLETED'")
@@ -70,6 +78,18 @@ while :; do
 	if [ "$r" -gt "$peak_running" ]; then
 		peak_running=$r
 		rss_kinds=$(awk -v stack_kib=512 -f test/bench/rss_by_kind.awk "/proc/$pid/smaps" | sed 's/, $//')
+	fi
+	now_ms=$(date +%s%3N)
+	if [ "$r" -ge "$CALLS" ] && [ -z "$hb_started" ]; then
+		hb_backend=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'payflow-worker heartbeat'")
+		hb_started=$now_ms hb_cpu0=$(ticks "$pid") hb_db0=$(ticks "$hb_backend")
+	elif [ -n "$hb_started" ] && [ -n "${hb_cpu0:-}" ] && [ $((now_ms - hb_started)) -ge "$hb_window" ]; then
+		if [ "$r" -ge "$CALLS" ]; then
+			hb_cost=$(awk -v w=$(( $(ticks "$pid") - hb_cpu0 )) -v d=$(( $(ticks "$hb_backend") - hb_db0 )) \
+				-v ms=$((now_ms - hb_started)) -v every=$((PAYFLOW_VISIBILITY_TIMEOUT * 1000 / 3)) -v n="$CALLS" \
+				'BEGIN { r = ms / every * n; printf "%.0f us worker + %.0f us database CPU per message and renewal (%d renewals in %.1f s)", w * 1e4 / r, d * 1e4 / r, r, ms / 1000 }')
+		fi
+		hb_cpu0=
 	fi
 	th=$(awk '/Threads/ {print $2}' "/proc/$pid/status")
 	[ "$th" -gt "$peak_threads" ] && peak_threads=$th
@@ -118,6 +138,7 @@ printf '%-52s %s\n' \
 	"peak RSS (VmHWM)" "$((hwm / 1024)) MiB ($(((hwm - rss_start) / CALLS)) KiB per call over $((rss_start / 1024)) MiB idle)" \
 	"RSS at the end" "$((rss_end / 1024)) MiB" \
 	"RSS at the peak of calls, by kind" "$rss_kinds" \
+	"heartbeat cost" "$hb_cost" \
 	"threads (peak)" "$peak_threads" \
 	"sessions: legacy_client / payflow-worker (peak)" "$peak_legacy_sessions / $peak_db_sessions" \
 	"worker CPU time" "${cpu} s ($cpu_threads)" \

@@ -53,7 +53,7 @@ done
 source test/lib/released.sh
 released_dir=$(mktemp -d)
 trap 'pf_released_cleanup; rm -rf "$released_dir"; pf_cluster_destroy' EXIT
-pf_released_install 0.3.0 "$released_dir" || { echo "the step engine bench needs tag v0.3.0"; exit 1; }
+pf_released_install 0.3.0 "$released_dir" || { echo "the step engine bench needs 0.3.0's released commit (extension/released-versions)"; exit 1; }
 pf_psql -d pf_v030 -qc "CREATE EXTENSION payflow VERSION '0.3.0'" >/dev/null
 pf_psql -d pf_v040 -qc "CREATE EXTENSION payflow" >/dev/null
 echo "== step engine: database work per operation ($OPS operations a round, $ROUNDS rounds, payflow $(pf_psql -d pf_v040 -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'") vs 0.3.0)"

@@ -4,9 +4,10 @@
 # columns, indexes, constraints, policies, privileges, extension
 # membership, comments), and data written before the update stays usable.
 #
-# Released versions are git tags (v0.1.0, ...): each one's full install
-# script is built from its tag (test/lib/released.sh). A clone without the
-# tags (a shallow one) cannot do that: those versions are SKIPped, by name.
+# Released versions are named by commit in extension/released-versions:
+# each one's full install script is built from that commit's tree
+# (test/lib/released.sh). A clone without history (a shallow one) cannot do
+# that: those versions are SKIPped, by name.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
@@ -46,7 +47,7 @@ for from in $released; do
 		pf_skip "$from -> $current" "$(head -c 300 "$work/why" | tr '\n' ' ')"
 		continue
 	fi
-	pf_ok "$from: its full install script was built from tag v$from" test -s "$extdir/payflow--$from.sql"
+	pf_ok "$from: its full install script was built from its released commit" test -s "$extdir/payflow--$from.sql"
 	fresh_db pf_upgrade_old
 	pf_psql -d pf_upgrade_old -qc "CREATE EXTENSION payflow VERSION '$from'" >/dev/null
 	op=$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.submit('upgrade-1', '{\"amount\": 1}')")

@@ -1,5 +1,6 @@
 # test/lib/released.sh — released versions of the extension, built from
-# their git tags (v0.1.0, ...). Sourced, not run.
+# the commits extension/released-versions names (or, for a version it does
+# not list, the git tag vVERSION). Sourced, not run.
 #
 # The repository keeps the update scripts and the source of the current
 # version only (as pgvector and pgmq do); a released version's full install
@@ -12,17 +13,19 @@ pf_released_placed=()
 # pf_released_install VERSION WORKDIR: false (and why on stderr) when the
 # clone has no tag vVERSION (a shallow clone) or its build fails.
 pf_released_install() {
-	local v=$1 tree=$2/v$1 extdir
+	local v=$1 tree=$2/v$1 extdir rev
 	extdir="$(pg_config --sharedir)/extension"
-	if ! git rev-parse -q --verify "refs/tags/v$v^{commit}" >/dev/null 2>&1; then
-		echo "no tag v$v in this clone (a shallow clone?)" >&2
+	rev=$(awk -v v="$v" '$1 == v { print $2 }' "$(git rev-parse --show-toplevel)/extension/released-versions")
+	[ -n "$rev" ] || rev=refs/tags/v$v
+	if ! git rev-parse -q --verify "$rev^{commit}" >/dev/null 2>&1; then
+		echo "no commit $rev for $v in this clone (a shallow clone?)" >&2
 		return 1
 	fi
 	rm -rf "$tree"
 	mkdir -p "$tree"
-	git archive "v$v" | tar -x -C "$tree"
+	git archive "$rev" | tar -x -C "$tree"
 	if ! make -s -C "$tree" "extension/payflow--$v.sql" >"$tree.build.log" 2>&1; then
-		echo "building payflow--$v.sql from tag v$v failed:" >&2
+		echo "building payflow--$v.sql from $rev failed:" >&2
 		cat "$tree.build.log" >&2
 		return 1
 	fi

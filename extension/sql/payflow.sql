@@ -222,4 +222,6 @@ CREATE POLICY history_for_admin ON payflow.operation_history FOR SELECT TO payfl
 
 --@@ include comments.sql @@
 
+--@@ include backup.sql @@
+
 --@@ flavour grants @@

@@ -155,7 +155,70 @@ collect_bg() {
 		timings+=("$secs s  $name (in the background)$(skip_note "$bg_dir/$name.skips")")
 		skips_of "$bg_dir/$name.skips" "$name"
 	done
-	rm -rf "$bg_dir"
+}
+
+# Lanes: integration tests that share nothing with the main lane run on
+# lanes of their own, beside it, each lane with its own cluster (port
+# 5438N, its own legacy fixture and payflow database); every test has its
+# own emulator and fixture ports. Tests that share a port stay on one lane
+# (worker_invoice and worker_slow_credentials; pipeline_e2e, worker_nul_body
+# and the C-free flavour's pipeline_e2e; api_admin and worker_webhook), and
+# everything that writes pg_regress' results/ folder stays on the main lane.
+# A test not named here runs on the main lane. PF_CHECK_LANES=1: one lane.
+LANE_1="soak_short worker_protection relay_faults worker_drain worker_capacity backup_restore
+	relay_concurrency scheduler_horizon docs_coverage outbox_claim_plan worker_takeover pipeline_steps"
+LANE_2="worker_legacy_drivers sqs_batches api_admin worker_webhook relay_delivery secret_leaks
+	scheduler_worker console_browser api_http api_streams api_events api_tenants relay_same_pid worker_s3"
+LANES=${PF_CHECK_LANES:-3}
+lane_of() {	# lane_of TEST: its lane's number
+	local n list t
+	for ((n = 1; n < LANES; n++)); do
+		list="LANE_$n"
+		for t in ${!list:-}; do
+			[ "$t" = "$1" ] && { echo "$n"; return; }
+		done
+	done
+	echo 0
+}
+# run_lane N TEST...: the tests on lane N's own cluster, in the background
+run_lane() {
+	local n=$1 port=$((54380 + $1))
+	shift
+	echo "== lane $n: $* (in the background, cluster on port $port)"
+	(
+		export PF_PGPORT=$port PF_CLUSTER_DIR=/tmp/payflow-cluster-$port
+		# shellcheck source=lib/cluster.sh
+		source test/lib/cluster.sh
+		pf_cluster_destroy
+		trap pf_cluster_destroy EXIT
+		rc=0
+		pf_cluster_start || rc=1
+		for t in "$@"; do
+			[ "$rc" = 0 ] || break
+			started=$SECONDS
+			echo "== $t"
+			PF_SKIP_LOG=$bg_dir/$t.skips "test/integration/$t.sh" || { echo "!! $t FAILED"; echo "$t" >>"$bg_dir/lane-$n.failed"; }
+			echo "$((SECONDS - started)) s  $t (lane $n)$(skip_note "$bg_dir/$t.skips")" >>"$bg_dir/lane-$n.timings"
+		done
+		[ "$rc" = 0 ] || echo "lane $n: its cluster did not start" >>"$bg_dir/lane-$n.failed"
+	) >"$bg_dir/lane-$n.log" 2>&1 &
+	bg_pids+=($!)
+	lane_numbers+=("$n")
+	lane_tests[$n]="$*"
+}
+lane_numbers=()
+declare -A lane_tests
+collect_lanes() {
+	local n t
+	for n in "${lane_numbers[@]}"; do
+		echo "== lane $n (ran in the background)"
+		cat "$bg_dir/lane-$n.log"
+		[ -f "$bg_dir/lane-$n.failed" ] && failed=1
+		[ -f "$bg_dir/lane-$n.timings" ] && mapfile -t -O "${#timings[@]}" timings <"$bg_dir/lane-$n.timings"
+		for t in ${lane_tests[$n]}; do
+			skips_of "$bg_dir/$t.skips" "$t"
+		done
+	done
 }
 
 if [ ${#selected[@]} -gt 0 ]; then
@@ -166,15 +229,28 @@ else
 	for t in $PARALLEL_TIERS; do
 		run_tier_bg "$t" "test/integration/$t.sh"
 	done
+	declare -A on_lane
+	for t in $(integration_names); do
+		[[ " $PARALLEL_TIERS " == *" $t "* ]] && continue
+		n=$(lane_of "$t")
+		[ "$n" = 0 ] || on_lane[$n]="${on_lane[$n]:-} $t"
+	done
+	for ((n = 1; n < LANES; n++)); do
+		# shellcheck disable=SC2086
+		[ -n "${on_lane[$n]:-}" ] && run_lane "$n" ${on_lane[$n]}
+	done
 	for t in unit emulator smoke fixture-legacy fixture-invoice regress pgtap flavour-sql flavour-sql-e2e; do
 		run_named "$t"
 	done
 	for t in $(integration_names); do
 		[[ " $PARALLEL_TIERS " == *" $t "* ]] && continue
+		[ "$(lane_of "$t")" = 0 ] || continue
 		run_named "$t"
 	done
 fi
 collect_bg
+collect_lanes
+rm -rf "$bg_dir"
 
 echo "== time per tier (the tiers: $((SECONDS - check_started)) s in all)"
 printf '%s\n' "${timings[@]}"

@@ -13,9 +13,11 @@
 -- Not in a dump, by design: the seeded pipeline (version 1, its steps and
 -- the four queues: tunings of version 1's retry columns are re-applied
 -- after a restore, or made as a new version with add_step), the scheduler's
--- sweep position (it starts over), and settings (the C extension's GUCs
--- live in postgresql.conf or ALTER DATABASE, which pg_dump --create and
--- pg_dumpall keep; the C-free flavour's payflow.settings are seeded rows).
+-- sweep position and the outbox cursor (both start over), and settings
+-- (the C extension's GUCs live in postgresql.conf or ALTER DATABASE, which
+-- pg_dump --create and pg_dumpall keep; the C-free flavour's
+-- payflow.settings are seeded rows), nor that flavour's _tenant_key (a new
+-- key signs new tenant bindings) and _wakeup_marks (unlogged already).
 --
 -- The marks are made only inside CREATE EXTENSION (the C extension and
 -- pg_tle): the plain SQL install's tables are not an extension's, and

@@ -258,5 +258,17 @@ env -i PATH="$PATH" HOME="$DIR" "${COMMON[@]}" timeout 10 "$BIN/payflow-worker" 
 pf_eq "payflow-worker without --role exits 2" 2 "$rc"
 pf_eq "its first line says --role is missing" "payflow-worker: missing --role" "$(head -n 1 "$DIR/norole.out")"
 
+# --- more executors than the process may open files for: refused at start
+# (a hard limit it cannot raise), not failing logins later one by one; with
+# room under the hard limit the soft one is raised instead
+mapfile -t nofile_env < <(env_for payment PAYFLOW_CONCURRENCY=400)
+N=$((N + 1))
+rc=0
+(ulimit -n 256 && env -i PATH="$PATH" HOME="$DIR" "${nofile_env[@]}" timeout 10 $(command_of payment)) \
+	>"$DIR/nofile.out" 2>&1 || rc=$?
+pf_eq "400 executors under a hard limit of 256 open files: exit 2" 2 "$rc"
+pf_ok "... one line naming PAYFLOW_CONCURRENCY and the limit: $(head -c 200 "$DIR/nofile.out")" \
+	grep -q 'invalid PAYFLOW_CONCURRENCY: 400 executors need about .* open files, and this process may open 256' "$DIR/nofile.out"
+
 echo "# $N refusals checked"
 pf_done

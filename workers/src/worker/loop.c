@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "payflow/backoff.h"
@@ -65,6 +66,35 @@ default_db_connections(int concurrency)
 	return n < concurrency ? n : concurrency;
 }
 
+/*
+ * Each executor holds a socket to its downstream, and a cancel opens one
+ * more for a moment: with PAYFLOW_CONCURRENCY in the thousands a soft limit
+ * of 1,024 open files (a common default) fails logins at random, deep in a
+ * driver. The soft limit is raised as far as the hard one allows; a hard
+ * limit below what the concurrency needs refuses to start, naming both.
+ */
+static bool
+enough_open_files(int concurrency, char *why, size_t why_len)
+{
+	rlim_t		wanted = (rlim_t) concurrency * 2 + 64 + (rlim_t) default_db_connections(concurrency);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= wanted)
+		return true;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= wanted)
+	{
+		struct rlimit raised = rl;
+
+		raised.rlim_cur = wanted;
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+			return true;
+	}
+	snprintf(why, why_len, "invalid PAYFLOW_CONCURRENCY: %d executors need about %lu open files, and this process "
+			 "may open %lu (ulimit -n; ECS: the task definition's nofile ulimit)", concurrency,
+			 (unsigned long) wanted, (unsigned long) rl.rlim_max);
+	return false;
+}
+
 worker *
 worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, int *exit_status)
 {
@@ -88,6 +118,8 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	w->lease_s = w->visibility_s + (w->visibility_s / 4 > 2 ? w->visibility_s / 4 : 2);
 	w->heartbeat_ms = w->visibility_s * 1000 / 3 > 1000 ? w->visibility_s * 1000 / 3 : 1000;
 	w->held = pf_calloc((size_t) w->concurrency, sizeof(job *));
+	if (!enough_open_files(w->concurrency, why, why_len))
+		goto fail;
 
 	/* its settings first: a refused one exits 2 before any connection to payflow's database */
 	w->role_state = role->init(role, &w->cfg, why, why_len);

@@ -165,7 +165,7 @@ collect_bg() {
 # and the C-free flavour's pipeline_e2e; api_admin and worker_webhook), and
 # everything that writes pg_regress' results/ folder stays on the main lane.
 # A test not named here runs on the main lane. PF_CHECK_LANES=1: one lane.
-LANE_1="soak_short worker_protection relay_faults worker_drain worker_capacity backup_restore backup_restore_sql
+LANE_1="soak_short worker_protection relay_faults worker_drain worker_capacity backup_restore backup_restore_sql api_asan
 	relay_concurrency scheduler_horizon docs_coverage outbox_claim_plan worker_takeover pipeline_steps"
 LANE_2="worker_legacy_drivers sqs_batches api_admin worker_webhook relay_delivery secret_leaks
 	scheduler_worker console_browser api_http api_streams api_events api_tenants relay_same_pid worker_s3"

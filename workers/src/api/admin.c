@@ -185,6 +185,17 @@ typedef struct query_scan
 	char	   *bad_copy;
 } query_scan;
 
+/* name is valid UTF-8 (jansson's own test, on a value that is freed again) */
+static bool
+utf8_name(const char *name)
+{
+	json_t	   *probe = json_string(name);
+	bool		valid = probe != NULL;
+
+	json_decref(probe);
+	return valid;
+}
+
 static enum MHD_Result
 scan_argument(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
@@ -199,7 +210,8 @@ scan_argument(void *cls, enum MHD_ValueKind kind, const char *key, const char *v
 	name = query_decode(key);
 	text = query_decode(value ? value : "");
 	str = text ? json_string(text) : NULL;
-	if (name == NULL || json_string(name) == NULL)
+	/* json_object_set_new refuses a name that is not UTF-8: that check, without a json_t to leak */
+	if (name == NULL || !utf8_name(name))
 		q->why = "a parameter name is not valid percent-encoded UTF-8";
 	else if (str == NULL)
 		q->why = "is not valid percent-encoded UTF-8";

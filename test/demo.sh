@@ -339,7 +339,7 @@ cat <<-'EOF'
 	                          running_status => 'RISK_CHECKING', done_status => 'RISK_CHECKED');
 	then map risk-requests to a queue in the relay's PAYFLOW_QUEUE_URLS and run a worker for it, no code needed:
 	  PAYFLOW_QUEUE_URL=<risk-requests> PAYFLOW_STEP_URL=https://risk.internal/check payflow-worker --role http --step RISK_CHECK
-	  (or --role sql --step NAME with PAYFLOW_STEP_FUNCTION='schema.fn(text,jsonb)'; README, "Statuses and steps")
+	  (or --role sql --step NAME with PAYFLOW_STEP_FUNCTION='schema.fn(text,jsonb)'; docs/sql-api.md, "Statuses and steps")
 	EOF
 
 if [ "$KEEP" = 1 ]; then

@@ -18,8 +18,9 @@ work=$(mktemp -d /tmp/payflow-backup.XXXXXX)
 # the restore's cluster: a subshell of its own settings (test/lib/cluster.sh)
 in_restore_cluster() {
 	(
+		# the scheduler runs in payflow_scratch: nothing but the edge programs
+		# changes the restored database between the restore and the comparison
 		export PF_PGPORT=$RESTORE_PORT PF_CLUSTER_DIR=/tmp/payflow-cluster-$RESTORE_PORT PF_DB=payflow_scratch
-		export PF_CLUSTER_EXTRA_CONF="payflow.database_name = '$RESTORED'"
 		# shellcheck source=../lib/cluster.sh
 		source test/lib/cluster.sh
 		"$@"
@@ -133,12 +134,18 @@ r -c "UPDATE payflow.step_definitions SET retry_base_delay = '1 second', retry_m
 	  WHERE step_name = 'PROCESS_PAYMENT'" >/dev/null
 wk_start_relay
 wk_start_worker restored
+# the scheduler's passes, here by hand (the cluster's background worker runs
+# in payflow_scratch): the retry comes due, the expired lease is requeued
+(while :; do r -c "SELECT payflow.run_scheduler()" >/dev/null 2>&1 || true; sleep 0.5; done) &
+scheduler_loop=$!
 paid() {
 	[ "$(r -c "SELECT count(*) FROM payflow.operations o JOIN payflow.steps s ON s.operation_id = o.id
 			   WHERE o.id IN ('$pending', '$running', '$retrying') AND s.step_name = 'PROCESS_PAYMENT'
 			     AND s.status = 'SUCCEEDED'")" = 3 ]
 }
 pf_ok "pending, running (lease expired) and retrying operations all get paid" pf_wait_for 90 paid
+kill "$scheduler_loop" 2>/dev/null || true
+wait "$scheduler_loop" 2>/dev/null || true
 for op in "$pending" "$running" "$retrying"; do
 	pf_eq "$op: charged exactly once" 1 "$(legacy -c "SELECT charge_count(payment_id) FROM (
 		SELECT '$(r -c "SELECT payment_id FROM payflow.operations WHERE id = '$op'")' AS payment_id) x")"

@@ -154,8 +154,10 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 	pf_pg	   *pg;
 
 	/*
-	 * In operation-id order, as the lease renewer sends its rows: batches
-	 * and renewals that lock their rows in one order cannot deadlock.
+	 * In operation-id order, as the lease renewer sends its rows: the
+	 * functions that go through their items one by one then lock in the
+	 * renewer's order (a set-based fast path locks in its plan's order;
+	 * there the renewer's lock_timeout gives way before a deadlock).
 	 */
 	qsort(reqs, (size_t) n, sizeof(*reqs), compare_requests);
 	for (int i = 0; i < n; i++)

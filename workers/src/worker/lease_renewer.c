@@ -10,8 +10,10 @@
  * round, and the main thread sees it (behind) and stops receiving.
  *
  * Why sorted chunks: payflow.heartbeat updates step rows in the order it
- * is given them, and the batch claims and outcomes (batch.c) lock theirs
- * in operation-id order too; in one order no two of them can deadlock.
+ * is given them, and the batch claims and outcomes (batch.c) send theirs
+ * in operation-id order too, so most locks are taken in one order; where a
+ * set-based statement takes them in its plan's order, the renewal's
+ * lock_timeout (500 ms, under the deadlock detector's second) gives way.
  * A chunk is one statement and one transaction: its locks are held for a
  * hundred rows, not a thousand, and a chunk that fails costs only its own
  * renewals, which the next round retries (the lease outlives two missed
@@ -81,7 +83,6 @@ renew_chunk(lease_renewer *r, char **ids, int n, lease_round_result *res)
 		res->failed = true;
 		pf_log_warn(NULL, "lease renewal of %d step(s) failed (%s: %s); they hold for up to %d s more, "
 					"the next round retries", n, err.code, err.message, r->lease_s);
-		res->renewed += n;
 		return;
 	}
 	for (int i = 0; i < n; i++)

@@ -25,7 +25,7 @@ typedef struct lease_round_result
 	int64_t		late_ms;		/* how long after its tick the round finished; after a
 								 * failed one, since the tick of the last that worked */
 	int64_t		duration_ms;	/* how long the round took */
-	int			renewed;		/* steps whose lease was renewed (or unknown: kept) */
+	int			renewed;		/* steps whose lease the database renewed (or did not say, one by one) */
 	char	  **lost;			/* operation ids whose lease is gone (owned by the caller) */
 	int			n_lost;
 	int64_t		offered_ms;		/* when the round was offered (the ids' snapshot) */

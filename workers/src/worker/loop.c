@@ -406,20 +406,18 @@ static void
 heartbeat_late(worker *w, int64_t late_ms, const char *what)
 {
 	int64_t		now = pf_now_ms();
+	long long	total = atomic_fetch_add(&w->stats.heartbeat_behind_total, 1) + 1;
 
-	w->heartbeat_late_ms = late_ms;
 	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
 	w->heartbeat_behind = true;
-	w->heartbeat_behind_total++;
 	atomic_store(&w->stats.heartbeat_behind, 1);
-	atomic_fetch_add(&w->stats.heartbeat_behind_total, 1);
 	if (w->behind_logged_ms == 0 || now - w->behind_logged_ms >= BEHIND_LOG_EVERY_MS)
 	{
 		w->behind_logged_ms = now;
 		pf_log_write(PF_LOG_WARN, NULL,
 					 json_pack("{s:I,s:I,s:i,s:I}", "lateMs", (json_int_t) late_ms,
 							   "limitMs", (json_int_t) behind_limit_ms(w), "held", w->n_held,
-							   "behindTotal", (json_int_t) w->heartbeat_behind_total),
+							   "behindTotal", (json_int_t) total),
 					 "heartbeat behind: %s %lld ms after its tick (more than a third of the visibility timeout); "
 					 "taking no new messages until it catches up", what, (long long) late_ms);
 	}
@@ -429,7 +427,6 @@ heartbeat_late(worker *w, int64_t late_ms, const char *what)
 static void
 heartbeat_on_time(worker *w, int64_t late_ms)
 {
-	w->heartbeat_late_ms = late_ms;
 	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
 	if (w->heartbeat_behind)
 		pf_log_info(NULL, "heartbeat caught up (a renewal %lld ms after its tick): taking messages again",
@@ -468,8 +465,8 @@ collect_renewals(worker *w)
 			if (!j->claimed || j->finished || j->stop != STOP_NONE || j->claimed_ms > res.offered_ms ||
 				strcmp(j->operation_id, res.lost[k]) != 0)
 				continue;
+			/* counted here, not per lost id: a step that finished while its round ran is no loss */
 			j->stop = STOP_LEASE_LOST;
-			/* not counted: a step that finished while its round ran (the round says "not held") */
 			atomic_fetch_add(&w->stats.leases_lost, 1);
 			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {j->operation_id, NULL, NULL},
 						 json_pack("{s:s}", "messageId", j->msg->id),

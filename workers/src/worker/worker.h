@@ -374,10 +374,8 @@ struct worker
 	int			receive_asked;	/* what the receive in flight (or the last) asked for */
 	bool		receive_backlog;	/* the last receive was answered in full */
 	receive_pacing pacing;		/* when the next receive goes, for a steady flow */
-	/* a heartbeat behind (a renewal later than visibility/3): no receiving */
+	/* a heartbeat behind (a renewal later than visibility/3): no receiving; its figures in stats */
 	bool		heartbeat_behind;
-	int64_t		heartbeat_late_ms;	/* the latest round's lateness */
-	long		heartbeat_behind_total; /* rounds that were behind */
 	int64_t		behind_logged_ms;	/* said once a minute */
 	worker_stats stats;			/* for /metrics (metrics_http.h) */
 	metrics_http *metrics;		/* NULL: PAYFLOW_METRICS_LISTEN unset */

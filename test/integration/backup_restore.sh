@@ -9,6 +9,8 @@
 # dump held CREATE EXTENSION payflow and not one operation.
 set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
+# shellcheck source=../lib/restored_rows.sh
+source test/lib/restored_rows.sh
 
 SRC=pf_backup_src
 RESTORE_PORT=${PAYFLOW_TEST_RESTORE_PGPORT:-54372}
@@ -98,21 +100,7 @@ pf_ok "pg_restore into a new database of a new cluster" \
 	in_restore_cluster "$PF_PGBIN/pg_restore" -U postgres --exit-on-error -d "$RESTORED" "$work/payflow.dump"
 
 # ---- every row the same
-tables=$(s -c "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
-			   AND c.relname NOT IN ('scheduler_sweep', '_outbox_cursor') ORDER BY 1")
-for t in $tables; do
-	sql="SELECT count(*) || ' ' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '-') FROM payflow.$t x"
-	# the install's own rows carry the install's time; the rows added since must be equal
-	case $t in
-		destinations) sql="$sql WHERE name NOT IN ('payment-requests', 'payment-completed', 'invoice-requests', 'operation-events')" ;;
-		pipelines) sql="$sql WHERE version > 1" ;;
-	esac
-	pf_eq "payflow.$t: every row restored" "$(s -c "$sql")" "$(r -c "$sql")"
-done
-hist="SELECT string_agg(h::text, '|' ORDER BY o.id, n) FROM payflow.operations o, payflow.history(o.id) WITH ORDINALITY h(e, n)"
-pf_eq "history() of every operation equal" "$(s -c "$hist")" "$(r -c "$hist")"
-pf_eq "status() of every operation equal" "$(s -c "SELECT string_agg(payflow.status(id)::text, '|' ORDER BY id) FROM payflow.operations")" \
-	"$(r -c "SELECT string_agg(payflow.status(id)::text, '|' ORDER BY id) FROM payflow.operations")"
+pf_same_restored_rows "" s r
 before=$(r -c "SELECT max(id) FROM payflow.dead_letters")
 after=$(r -c "SELECT payflow.record_dead_letter('payment-requests', 'after the restore', '{\"code\": \"bad_message\"}')")
 pf_ok "the sequences go on after the restored rows ($after > $before)" test "$after" -gt "$before"

@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/assert.sh
 source test/lib/pg_tree.sh
+source test/lib/restored_rows.sh
 
 PGTREE_BIN=$(pf_pg_tree)
 work=$(mktemp -d /tmp/payflow-backup-sql.XXXXXX)
@@ -37,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 round_trip() {	# round_trip INSTALL SOURCE_PORT TARGET_PORT
-	local install=$1 sport=$2 tport=$3 p="bk-$1-$$" op t sql
+	local install=$1 sport=$2 tport=$3 p="bk-$1-$$" op
 	s() { on_cluster "$sport" "$install" payflow pf_psql -d payflow -Atq "$@"; }
 	r() { on_cluster "$tport" "$install" payflow pf_psql -d payflow -Atq "$@"; }
 
@@ -76,21 +77,7 @@ round_trip() {	# round_trip INSTALL SOURCE_PORT TARGET_PORT
 	pf_ok "$install: pg_restore into a new cluster" \
 		on_cluster "$tport" "$install" payflow "$PGTREE_BIN/pg_restore" -U postgres --exit-on-error -d payflow "$work/$install.dump"
 
-	# not data: the sweep's and the outbox cursor's positions, the key that
-	# signs this session's tenant bindings, the last NOTIFY's mark (unlogged)
-	for t in $(s -c "SELECT relname FROM pg_class WHERE relnamespace = 'payflow'::regnamespace AND relkind = 'r'
-					 AND relname NOT IN ('scheduler_sweep', '_outbox_cursor', '_tenant_key', '_wakeup_marks') ORDER BY 1"); do
-		sql="SELECT count(*) || ' ' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '-') FROM payflow.$t x"
-		case $t in
-			destinations) sql="$sql WHERE name NOT IN ('payment-requests', 'payment-completed', 'invoice-requests', 'operation-events')" ;;
-			pipelines) sql="$sql WHERE version > 1" ;;
-		esac
-		pf_eq "$install: payflow.$t restored" "$(s -c "$sql")" "$(r -c "$sql")"
-	done
-	sql="SELECT string_agg(h::text, '|' ORDER BY o.id, n) FROM payflow.operations o, payflow.history(o.id) WITH ORDINALITY h(e, n)"
-	pf_eq "$install: history() of every operation equal" "$(s -c "$sql")" "$(r -c "$sql")"
-	sql="SELECT string_agg(payflow.status(id)::text, '|' ORDER BY id) FROM payflow.operations"
-	pf_eq "$install: status() of every operation equal" "$(s -c "$sql")" "$(r -c "$sql")"
+	pf_same_restored_rows "$install: " s r
 	op=$(r -c "SELECT payflow.submit('$p-after', '{\"amount\": 1}')")
 	pf_eq "$install: the restored database takes new work" run \
 		"$(r -c "SELECT payflow.claim_step('$op', 'PROCESS_PAYMENT', 'w-after') ->> 'action'")"

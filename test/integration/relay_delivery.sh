@@ -132,8 +132,11 @@ stop_relay "$trickle_relay"
 stats=$(grep '"msg":"stopped' "$work/relay-trickle.log" | tail -n 1)
 statements=$(sed -n 's/.*"statements":\([0-9]*\).*/\1/p' <<<"$stats")
 echo "# 20 events one at a time: $statements database statements"
+# Three per event would be 60 and more; start-up, shutdown and an event that
+# lands while a claim runs add a few (42-47 seen, the most with make
+# check's lanes loading the machine).
 pf_ok "a lone event costs two statements, not three ($statements for 20 events)" \
-	test "${statements:-999999}" -le 46
+	test "${statements:-999999}" -le 52
 
 # --- 1,000 events on a standard queue
 submit "$run-s" 1000

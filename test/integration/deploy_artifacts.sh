@@ -25,6 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 source test/lib/assert.sh
+source test/lib/free_port.sh
 
 cache=${PAYFLOW_CACHE_DIR:-$REPO/.cache}/deploy-check
 work=$(mktemp -d)
@@ -300,7 +301,7 @@ if [ -x workers/bin/payflow-relay ] && [ -x workers/bin/payflow-worker ] && [ -x
 		export ${o}QueueUrl="$dead/1/$o"
 	done
 	export InvoiceUrl=https://127.0.0.1:9/v1/invoices
-	api_port=$((20000 + RANDOM % 20000))
+	api_port=$(pf_free_port)
 	# run_task TASK-DEFINITION [NAME=value overrides...]: the program's pid in $!, its log in
 	# $work/<RUN_NAME or the file's name>.log; at most 60 s, should a program never stop
 	run_task() {

@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 source test/lib/assert.sh
+source test/lib/free_port.sh
 
 if [ "$(id -u)" != 0 ]; then
 	pf_skip "the image" "mmdebstrap and buildah's chroot isolation need root here"
@@ -165,7 +166,7 @@ for s in DatabaseUrlRelay DatabaseUrlPayment DatabaseUrlPostprocess DatabaseUrlI
 	DatabaseUrlMonitor LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
 	export ${s}SecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:payflow/prod/$s-AbCdEf"
 done
-api_port=$((20000 + RANDOM % 20000))
+api_port=$(pf_free_port)
 for f in deploy/ecs/*.json; do
 	name=$(basename "$f" .json)
 	# what ECS puts in the container: environment, secrets (dummies), container credentials

@@ -12,16 +12,18 @@
 # one such request stays open:
 #
 #   - an event submitted then is sent by the relay and acked;
-#   - the worker, which holds a payment whose legacy call takes 60 s, renews
+#   - the worker, which holds a payment whose legacy call takes 90 s, renews
 #     its SQS visibility and its step's lease in the database.
 #
 # "While open" is checked causally, not with a clock: the request that was
 # open before the submit (or before the lease was read) must still be open
 # once the send (or the renewal) is seen. Before the fix the loops fetched
 # credentials themselves, so nothing moved until that request ended. Each
-# check gets three requests to pass on (a loaded machine may take longer
-# than one request's 5 s). At the end the stand-in answers again: both take
-# up the new credentials, and the payments complete.
+# check gets several requests to pass on (a loaded machine may take longer
+# than one request's 5 s); the relay's starts on a request that has just
+# opened. The relay is checked first and quickly, before the credentials
+# first given expire. At the end the stand-in answers again: both take up
+# the new credentials, and the payments complete.
 #
 # Uses the running cluster and its own emulator (ports 4686/4687).
 set -euo pipefail
@@ -50,17 +52,49 @@ RELAY_TOKEN=tok-r-$WK_RUN-x
 WORKER_TOKEN=tok-w-$WK_RUN-x
 
 state() { curl -fsS "http://127.0.0.1:$creds_port/_state"; }
-# open_request TOKEN: "id openedAt" of an open (held) request of that client, if any
-open_request() { state | jq -r --arg t "$1" '.[$t].open[0] // empty | "\(.id) \(.openedAt)"'; }
+# open_request TOKEN [MAX_AGE_MS]: "id openedAt" of an open (held) request of
+# that client (opened at most MAX_AGE_MS ago), if any
+open_request() {
+	state | jq -r --arg t "$1" --argjson age "${2:-1e15}" \
+		'[.[$t].open[] | select(now * 1000 - .openedAt <= $age)][0] // empty | "\(.id) \(.openedAt)"'
+}
 has_open_request() { [ -n "$(open_request "$1")" ]; }
+has_fresh_request() { [ -n "$(open_request "$1" 1500)" ]; }
 still_open() { [ "$(state | jq --arg t "$1" --argjson id "$2" '[.[$t].open[] | select(.id == $id)] | length')" = 1 ]; }
 
-legacy -c "SELECT set_fault('slow', payment_id => '$P-long', seconds => 60)" >/dev/null
+legacy -c "SELECT set_fault('slow', payment_id => '$P-long', seconds => 90)" >/dev/null
 AWS_CONTAINER_AUTHORIZATION_TOKEN=$RELAY_TOKEN wk_start_relay
-wk_start_worker w1 AWS_CONTAINER_AUTHORIZATION_TOKEN=$WORKER_TOKEN PAYFLOW_LEGACY_TIMEOUT=120
+wk_start_worker w1 AWS_CONTAINER_AUTHORIZATION_TOKEN=$WORKER_TOKEN PAYFLOW_LEGACY_TIMEOUT=150
 long=$(wk_submit "$P-long")
 claimed() { [ "$(q -c "SELECT status FROM payflow.steps WHERE operation_id = '$long' AND step_name = 'PROCESS_PAYMENT'")" = RUNNING ]; }
-pf_ok "the worker runs the 60 s payment" pf_wait_for 30 claimed
+pf_ok "the worker runs the 90 s payment" pf_wait_for 30 claimed
+
+# --- the relay sends while its refresh hangs (checked first: the credentials
+# the stand-in first gave expire 303 s after the start, and the worker's
+# check can take minutes on a loaded machine)
+published() {
+	[ "$(q -c "SELECT count(*) FROM payflow.outbox_published p JOIN payflow.operations o ON o.id = p.operation_id
+				WHERE o.payment_id = '$1'")" = 1 ]
+}
+relay_ok=no
+ops=("$long")
+# a request that opened under 1.5 s ago leaves the relay 3.5 s of the
+# refresher's 5 s to send in; its refreshes come 3 in ~16 s, then 15 s apart
+for try in 1 2 3 4 5; do
+	pf_wait_for 60 has_fresh_request "$RELAY_TOKEN" || { wk_log "try $try: no new request of the relay for 60 s"; break; }
+	read -r id opened <<<"$(open_request "$RELAY_TOKEN" 1500)"
+	[ -n "$id" ] || { wk_log "try $try: the new request was gone at once"; continue; }
+	ops+=("$(wk_submit "$P-r$try")")
+	pf_wait_for 30 published "$P-r$try" || { wk_log "try $try: not sent within 30 s"; continue; }
+	if still_open "$RELAY_TOKEN" "$id"; then
+		relay_ok=yes
+		wk_log "try $try: sent while request $id was open"
+		break
+	fi
+	wk_log "try $try: request $id ended before the event was sent"
+done
+pf_eq "the relay sends and acks an event while a credentials refresh hangs" yes "$relay_ok"
+[ "$relay_ok" = yes ] || grep -i 'credential' "$WK_DIR/relay.log" | tail -n 5 | sed 's/^/    /' || true
 
 # --- the worker renews its lease and the message's visibility while its refresh hangs
 lease() { q -c "SELECT lease_expires_at FROM payflow.steps WHERE operation_id = '$long' AND step_name = 'PROCESS_PAYMENT'"; }
@@ -94,27 +128,6 @@ done
 pf_eq "the worker renews its step's lease while a credentials refresh hangs" yes "$worker_ok"
 pf_eq "... and the message's visibility (ChangeMessageVisibility reached the queue)" yes "$visibility_ok"
 
-# --- the relay sends while its refresh hangs
-published() {
-	[ "$(q -c "SELECT count(*) FROM payflow.outbox_published p JOIN payflow.operations o ON o.id = p.operation_id
-				WHERE o.payment_id = '$1'")" = 1 ]
-}
-relay_ok=no
-ops=("$long")
-for try in 1 2 3; do
-	pf_wait_for 40 has_open_request "$RELAY_TOKEN" || break
-	read -r id opened <<<"$(open_request "$RELAY_TOKEN")"
-	ops+=("$(wk_submit "$P-r$try")")
-	pf_wait_for 30 published "$P-r$try" || continue
-	if still_open "$RELAY_TOKEN" "$id"; then
-		relay_ok=yes
-		wk_log "try $try: sent while request $id was open"
-		break
-	fi
-	wk_log "try $try: request $id ended before the event was sent"
-done
-pf_eq "the relay sends and acks an event while a credentials refresh hangs" yes "$relay_ok"
-
 # --- the endpoint answers again: the new credentials are taken up, everything completes
 curl -fsS -X POST "http://127.0.0.1:$creds_port/_answer" >/dev/null
 refreshed() { [ "$(state | jq --arg t "$1" '.[$t].answered')" -ge 2 ]; }
@@ -122,7 +135,7 @@ pf_ok "the relay's refresh gets an answer" pf_wait_for 40 refreshed "$RELAY_TOKE
 pf_ok "the worker's refresh gets an answer" pf_wait_for 40 refreshed "$WORKER_TOKEN"
 ops+=("$(wk_submit "$P-after")")
 for op in "${ops[@]}"; do
-	wk_wait_status "$op" PAYMENT_COMPLETED 90 || wk_log "$op is $(wk_status "$op")"
+	wk_wait_status "$op" PAYMENT_COMPLETED 150 || wk_log "$op is $(wk_status "$op")"
 done
 pf_ok "no SQS call was refused for its credentials" \
 	bash -c "! grep -q 'SignatureDoesNotMatch\|InvalidClientTokenId\|CredentialsPending' '$WK_DIR/relay.log' '$WK_DIR/w1.log'"

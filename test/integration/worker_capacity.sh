@@ -16,7 +16,9 @@ set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
 
 N=${PF_CAPACITY_CALLS:-250}
-CALL_SECONDS=12
+# long enough that all N are still running once the last one starts, even
+# on a loaded 2-core machine (the ramp: relay, receives, N ODBC connects)
+CALL_SECONDS=30
 METRICS_PORT=${PAYFLOW_TEST_METRICS_PORT:-4692}
 wk_init worker-capacity "${PAYFLOW_TEST_EMULATOR_PORT:-4690}" "${PAYFLOW_TEST_EMULATOR_BACKEND_PORT:-4691}" 5
 wk_start_relay
@@ -37,7 +39,7 @@ q -c "SELECT count(payflow.submit('$p-' || n, jsonb_build_object('amount', n, 'c
 	  FROM generate_series(1, $N) n" >/dev/null
 running() { legacy -c "SELECT count(*) FROM call_log WHERE fn = 'charge' AND ended_at IS NULL AND payment_id LIKE '$p-%'"; }
 all_running() { [ "$(running)" -ge "$N" ]; }
-pf_ok "all $N legacy calls run at once" pf_wait_for 60 all_running
+pf_ok "all $N legacy calls run at once" pf_wait_for 90 all_running
 
 # freeze the session that renews the leases, mid-calls
 backend=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'payflow-worker heartbeat'")

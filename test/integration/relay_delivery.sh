@@ -104,11 +104,13 @@ nowhere_event=$(q -c "INSERT INTO payflow.outbox (event_id, operation_id, event_
 start_relay notify PAYFLOW_POLL_INTERVAL_MS=30000 \
 	PAYFLOW_QUEUE_URLS="payment-requests=$sink_notify,payment-completed=$sink_notify"
 notify_relay=$relay_pid
-# the first claim (at start-up) takes whatever earlier tests left; then it sleeps
-sleep 2
+# submit once it LISTENs (a loaded machine may take seconds to get there; a
+# submit before that would only be seen by the 30 s poll)
+listening() { grep -q '"listening on payflow_outbox' "$work/relay-notify.log"; }
+pf_ok "the relay listens" pf_wait_for 30 listening
 submit "$run-n" 1
-pf_ok "a submit wakes the relay through NOTIFY (poll interval 30 s, delivered within 5 s)" \
-	pf_wait_for 5 outbox_empty_of "$run-n"
+pf_ok "a submit wakes the relay through NOTIFY (poll interval 30 s, delivered within 15 s)" \
+	pf_wait_for 15 outbox_empty_of "$run-n"
 read_queue "$sink_notify" "$work/notify.jsonl"
 pf_eq "the woken relay's message is on the queue" 1 "$(count_of "$work/notify.jsonl" "$run-n")"
 stop_relay "$notify_relay"

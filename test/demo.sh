@@ -306,6 +306,7 @@ fi
 if [ "$API_PAYMENTS" -gt 0 ]; then
 	terminal_api=$(q -c "SELECT count(*) FROM payflow.operations WHERE tenant = 'demo-shop' AND terminal_at IS NOT NULL")
 	hooks() { curl -fsS "$PAYFLOW_WEBHOOK_RECEIVER_URL/_deliveries?path=/demo-shop" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);console.log(j.uniqueEventIds+" "+j.signatureFailures)})'; }
+	# shellcheck disable=SC2046  # two numbers into $1 and $2
 	for _ in $(seq 1 60); do set -- $(hooks); [ "$1" -ge "$terminal_api" ] && break; sleep 0.5; done
 	echo "webhooks:                  $1 of $terminal_api terminal HTTP operations delivered, signatures verified by the receiver ($2 refused)"
 

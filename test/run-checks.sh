@@ -11,7 +11,6 @@
 # (PF_SKIP_LOG) and listed in the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPO=$PWD
 
 # ---- the tests by name (make check T=NAME)
 integration_names() { (cd test/integration && ls *.sh | sed 's/\.sh$//'); }
@@ -165,8 +164,10 @@ collect_bg() {
 # and the C-free flavour's pipeline_e2e; api_admin and worker_webhook), and
 # everything that writes pg_regress' results/ folder stays on the main lane.
 # A test not named here runs on the main lane. PF_CHECK_LANES=1: one lane.
+# shellcheck disable=SC2034  # LANE_1 and LANE_2 are read by name ("LANE_$n")
 LANE_1="soak_short worker_protection relay_faults worker_drain worker_capacity backup_restore backup_restore_sql api_asan
 	relay_concurrency scheduler_horizon docs_coverage outbox_claim_plan worker_takeover pipeline_steps"
+# shellcheck disable=SC2034
 LANE_2="worker_legacy_drivers sqs_batches api_admin worker_webhook relay_delivery secret_leaks
 	scheduler_worker console_browser api_http api_streams api_events api_tenants relay_same_pid worker_s3"
 LANES=${PF_CHECK_LANES:-3}

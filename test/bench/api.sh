@@ -95,7 +95,7 @@ run_kind() {
 		wrk_8c) run_wrk $((8 * CLIENTS)) "$2" ;;
 	esac
 }
-order=($kinds)
+read -ra order <<<"$kinds"
 for round in $(seq 1 "$ROUNDS"); do
 	# the tables grow during a round: each round starts with another kind
 	for i in 0 1 2 3; do

@@ -266,6 +266,7 @@ cost_end() {
 cost_rounds() {
 	local f
 	f=$COST_DIR/$1/$2
+	# shellcheck disable=SC2046  # the figures, newlines made spaces
 	[ -s "$f" ] && echo $(cat "$f")
 }
 

@@ -104,7 +104,10 @@ bench_compare_header() {
 # bench_paired "C1 C2 ..." "SQL1 SQL2 ...": the median of SQLi / Ci, or "-"
 # unless both lists hold the same number (two or more) of rounds
 bench_paired() {
-	local c=($1) sql=($2) i
+	local -a c sql
+	local i
+	read -ra c <<<"$1"
+	read -ra sql <<<"$2"
 	if [ ${#c[@]} -lt 2 ] || [ ${#c[@]} != ${#sql[@]} ]; then
 		echo -
 		return

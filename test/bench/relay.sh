@@ -407,7 +407,7 @@ baseline_round() {
 
 # cpu_row LABEL KEY: CPU µs per event by process, medians of the rounds
 cpu_row() {
-	local key=$1 us
+	local key=$1
 	us() { awk -v v="$(cost_med "$key" "$1")" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v * 1000 }'; }
 	printf "%-34s %9s %9s %9s %9s %9s %9s\n" "$2" "$(us proc_client)" "$(us client_payflow-relay)" \
 		"$(awk -v a="$(cost_med "$key" pg_ms)" -v b="$(cost_med "$key" client_payflow-relay)" \

@@ -60,12 +60,12 @@ echo "== step engine: database work per operation ($OPS operations a round, $ROU
 
 declare -A CPU COMMITS WAL
 run() {	# run ROUND LABEL DB MODE BATCH
-	local out cpu commits wal done
+	local out cpu commits wal finished
 	out=$(pf_psql -d "$3" -Atq -v run="r$1-$4" -v n="$OPS" -v mode="$4" -v batch="$5" -v ticks="$TICKS" \
 		-f test/bench/step_engine.sql | tail -n 1)
-	read -r cpu commits wal done <<<"$out"
-	if [ "$done" != "$OPS" ]; then
-		echo "step_engine: $2 completed $done of $OPS operations"
+	read -r cpu commits wal finished <<<"$out"
+	if [ "$finished" != "$OPS" ]; then
+		echo "step_engine: $2 completed $finished of $OPS operations"
 		exit 1
 	fi
 	CPU[$2]+="$(awk -v c="$cpu" -v n="$OPS" 'BEGIN { printf "%.3f", c / n }') "

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # How many concurrent long legacy calls one payflow-worker process carries,
 # and what that costs it in memory.  A private cluster (the legacy DBMS
 # fixture lives in it too), the local SQS emulator, the relay, and one

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the emulator scripts: one place for paths, ports and defaults.
 # emulator-config.mjs reads the same variables with the same defaults; the
 # values are exported here so the Node programs started below see exactly

@@ -49,8 +49,7 @@ quiet_scheduler() {
 	pf_psql -U "$PF_OWNER" -Atqc "SELECT cron.unschedule('payflow-scheduler')" >/dev/null
 	pf_psql -Atqc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 					WHERE query LIKE 'CALL payflow.run_scheduler_for(%' AND pid <> pg_backend_pid()" >/dev/null
-	local i
-	for i in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		[ "$(pf_psql -Atqc "SELECT count(*) FROM pg_stat_activity
 							  WHERE query LIKE 'CALL payflow.run_scheduler_for(%' AND pid <> pg_backend_pid()")" = 0 ] &&
 			return 0
@@ -63,6 +62,7 @@ quiet_scheduler() {
 regress() {
 	local out=$OUT/regress-$PF_SQL_INSTALL
 	mkdir -p "$out"
+	# shellcheck disable=SC2046  # test names: no blanks
 	if ! "$PGXS_DIR/test/regress/pg_regress" --inputdir=. --outputdir="$out" --bindir="$PF_PGBIN" \
 		--use-existing --dbname="$PF_DB" --host="$PGHOST" --port="$PGPORT" --user=postgres \
 		$(cd sql && ls *.sql | sed 's/\.sql$//'); then
@@ -74,6 +74,7 @@ regress() {
 isolation() {
 	local out=$OUT/isolation
 	mkdir -p "$out"
+	# shellcheck disable=SC2046  # spec names: no blanks
 	if ! "$PGXS_DIR/test/isolation/pg_isolation_regress" --inputdir=test/isolation --outputdir="$out" \
 		--bindir="$PF_PGBIN" --use-existing --dbname="$PF_DB" --host="$PGHOST" --port="$PGPORT" --user=postgres \
 		$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//'); then

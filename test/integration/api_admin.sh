@@ -164,7 +164,7 @@ for filters in '{}' '{"status":"FAILED"}' "{\"tenant\":\"bulk-$API_RUN-7\"}" '{"
 done
 echo "$(plan '{"status":"FAILED"}')" >"$API_DIR/plan-failed.txt"
 t0=$(date +%s%N)
-for i in 1 2 3 4 5; do admin GET "/admin/operations?status=FAILED&limit=50" "$AKEY" >/dev/null; done
+for _ in 1 2 3 4 5; do admin GET "/admin/operations?status=FAILED&limit=50" "$AKEY" >/dev/null; done
 ms=$(( ($(date +%s%N) - t0) / 5000000 ))
 echo "# a page of FAILED operations among 1,000,000: ${ms} ms (each page reads at most 5000)"
 # (a figure, not a check: tests never fail on timing; what bounds the work

@@ -1,3 +1,4 @@
+# shellcheck disable=SC2034  # sets variables for the tests that source it
 # test/integration/api_common.bash — shared by the payflow-api tests
 # (api_*.sh) and test/bench/api.sh.  Sourced after the caller set the
 # cluster's env (named .bash so make check does not run it as a test).
@@ -26,7 +27,7 @@
 # that path and method, a body that does not match its schema, a required
 # header missing, an event of a stream that does not match, fails the test.
 API_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$API_REPO"
+cd "$API_REPO" || exit 1
 # shellcheck source=../lib/cluster.sh
 source test/lib/cluster.sh
 # shellcheck source=../lib/assert.sh

@@ -131,7 +131,7 @@ ids.forEach((id, i) => {
 JS
 timeout 600 node "$API_DIR/streams.mjs" "$API_URL" "$KA" "$API_DIR/many.ids" >"$API_DIR/many.out" 2>&1 &
 clients=$!
-CURLS+=($clients)
+CURLS+=("$clients")
 all_open() { grep -q "^open $N" "$API_DIR/many.out"; }
 pf_ok "$N streams under one key, each with its first event (PENDING)" pf_wait_for 120 all_open
 q -c "BEGIN" -c "SELECT FROM payflow.authenticate('$KA')" \

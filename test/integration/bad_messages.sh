@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # Bad messages sent straight to the work queues (payment-requests,
 # payment-completed, invoice-requests) while the real relay and the payment,
 # postprocess and invoice workers run and real operations flow through:

@@ -135,6 +135,7 @@ for p in "${PROGRAMS[@]}"; do
 done
 # and the post-processing role without a hook setting: the shipped default
 mapfile -t envs < <(env_for postprocess -PAYFLOW_POSTPROCESS_FUNCTION)
+# shellcheck disable=SC2046  # command_of: a program and its arguments
 env -i PATH="$PATH" HOME="$DIR" "${envs[@]}" $(command_of postprocess) >"$DIR/postprocess-default.run" 2>&1 &
 default_pid=$!
 PIDS+=($!)
@@ -264,6 +265,7 @@ pf_eq "its first line says --role is missing" "payflow-worker: missing --role" "
 mapfile -t nofile_env < <(env_for payment PAYFLOW_CONCURRENCY=400)
 N=$((N + 1))
 rc=0
+# shellcheck disable=SC2046  # command_of: a program and its arguments
 (ulimit -n 256 && env -i PATH="$PATH" HOME="$DIR" "${nofile_env[@]}" timeout 10 $(command_of payment)) \
 	>"$DIR/nofile.out" 2>&1 || rc=$?
 pf_eq "400 executors under a hard limit of 256 open files: exit 2" 2 "$rc"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # Steps added by SQL alone, run by the generic roles (issue 14):
 #
 #   RISK_CHECK       before PROCESS_PAYMENT, payflow-worker --role http

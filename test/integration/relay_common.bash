@@ -1,3 +1,4 @@
+# shellcheck disable=SC2034  # sets variables for the tests that source it
 # test/integration/relay_common.bash — shared by the payflow-relay tests
 # (named .bash so make check does not run it as a test).  Sourced after
 # cd to the repository.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # No secret and no card data leaks: a short real pipeline (payflow-api when
 # built, the relay, the payment, postprocess, invoice and webhook workers,
 # the SQS emulator, the legacy DBMS and the invoice API and webhook

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # Full SQS batches (issue 13) against the emulator, with what held before
 # batching still holding:
 #

@@ -1,3 +1,4 @@
+# shellcheck disable=SC2034  # sets variables for the tests that source it
 # test/integration/worker_common.bash — shared by the payflow-worker tests
 # (worker_*.sh) and test/bench/worker.sh.  Sourced, not run (and not *.sh,
 # so make check does not take it for a test).
@@ -15,7 +16,7 @@
 #   wk_invariants OP...                     none lost, one charge per completed payment, no duplicates
 
 WK_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$WK_REPO"
+cd "$WK_REPO" || exit 1
 # shellcheck source=../lib/cluster.sh
 source test/lib/cluster.sh
 # shellcheck source=../lib/proc.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # SIGTERM drains a payment worker (visibility 4 s, lease 6 s):
 #
 #   in time       a 3 s call in flight, 6 s to drain: no more receives, the

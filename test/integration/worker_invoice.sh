@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # payflow-worker --role invoice against the invoice API stand-in
 # (test/fixtures/invoice-api), fed by payflow-relay through the local SQS
 # emulator.  Operations reach INVOICE_PENDING through a stand-in payer and

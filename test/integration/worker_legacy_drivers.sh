@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # payflow-worker --role payment against legacy DBMSs payflow does not ship
 # with, through their own ODBC drivers: MariaDB (a private mariadbd,
 # test/fixtures/legacy-mariadb, MariaDB Connector/ODBC) and SQLite

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # payflow-worker --role payment against the legacy DBMS fixture (psqlODBC),
 # fed by payflow-relay through the local SQS emulator, one worker with
 # visibility 4 s (heartbeat every 1.3 s, lease 6 s).  All cases run at once:

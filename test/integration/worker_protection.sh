@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # ECS task scale-in protection in payflow-worker --role payment, against a
 # stand-in of the ECS agent (test/fixtures/ecs-agent/server.mjs, one task
 # per worker: ECS_AGENT_URI=http://127.0.0.1:<port>/api/<task>), visibility

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # PID_<name>, WK_PID_<name>: set by name (printf -v) when a program starts
 # kill -9 of a payment worker in the middle of its legacy call, in both
 # modes.  The step's lease (6 s; visibility 4 s) runs out, the request comes
 # back (the queue redelivers it, and the scheduler re-emits it), a second

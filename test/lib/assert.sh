@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/assert.sh — tiny assertion helpers for the shell-level tests.
 # Sourced.  Each check prints one "ok"/"not ok" line (or "SKIP", pf_skip);
 # pf_done exits non-zero if any failed.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/cluster.sh — a throwaway PostgreSQL 15 cluster for tests, demo
 # and benchmarks.  Sourced, not run.  initdb refuses root, so the cluster
 # belongs to the postgres user; it listens on 127.0.0.1 and a private

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/pg_tree.sh — a PostgreSQL 15 installation like a managed
 # server's, for the C-free flavour's tests.  Sourced, not run.
 #

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/proc.sh — signalling processes a test started.  Sourced.
 #
 # pf_kill_ours SIGNAL PID...   signal each PID that is still a child of this

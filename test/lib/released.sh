@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/released.sh — released versions of the extension, built from
 # the commits extension/released-versions names (or, for a version it does
 # not list, the git tag vVERSION). Sourced, not run.

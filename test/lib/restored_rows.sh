@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/restored_rows.sh — the check every backup test ends with: a
 # restored database holds what the dumped one held. Sourced, not run.
 #

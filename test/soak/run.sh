@@ -69,6 +69,7 @@ source test/lib/cluster.sh
 source test/lib/assert.sh
 source test/lib/proc.sh
 for f in prng plan stack faults load sampler collect; do
+	# shellcheck source=/dev/null  # each test/soak/*.bash is linted on its own
 	source "test/soak/$f.bash"
 done
 
@@ -127,7 +128,7 @@ progress() {
 soak_now_ms
 LOAD_START_MS=$SOAK_NOW
 exec 3<"$SOAK_DIR/plan.tsv"
-next_at= next_kind= next_args=
+next_at='' next_kind='' next_args=''
 IFS=$'\t' read -r next_at next_kind next_args <&3 || next_at=
 next_progress=15
 while :; do

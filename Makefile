@@ -45,7 +45,7 @@ EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolat
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.
-ifeq ($(filter check demo bench soak dist-sql,$(MAKECMDGOALS)),)
+ifeq ($(filter check lint demo bench soak dist-sql,$(MAKECMDGOALS)),)
 # No JIT bitcode: it needs clang at build time and buys payflow nothing.
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -59,7 +59,11 @@ install-programs:
 	$(MAKE) -C workers install
 else
 # Everything below runs on a fresh Debian 12 machine as root.
-.PHONY: check demo bench soak
+.PHONY: check lint demo bench soak
+# make lint: shellcheck and eslint (test/lint.sh); CI runs it before make check
+lint:
+	test/lint.sh
+
 # make check T=NAME[,NAME...]: those tests only (test/run-checks.sh --list)
 check:
 	T="$(T)" test/run-checks.sh

@@ -1,3 +1,4 @@
+/* global document -- used inside page.evaluate(), which runs in the browser */
 // test/browser/console.mjs — the operator console in Debian's chromium
 // (headless, through playwright-core), against a real payflow-api and
 // PostgreSQL.  Run by test/integration/console_browser.sh:

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/deps.sh — installs the Debian packages payflow's build, tests,
 # demo and benchmarks need, once.  Sourced, not run.  Only Debian's own
 # repositories are used; npm packages are installed by the scripts that use
@@ -10,7 +11,7 @@ PF_DEBIAN_PACKAGES="build-essential pkg-config
 	unixodbc unixodbc-dev odbc-postgresql libmicrohttpd-dev
 	mariadb-server odbc-mariadb libsqliteodbc sqlite3
 	nodejs npm curl ca-certificates procps psmisc wrk
-	flex libkrb5-dev
+	flex libkrb5-dev shellcheck
 	chromium"
 
 pf_install_deps() {

@@ -40,7 +40,7 @@ function el(tag, attrs = {}, ...children) {
 	return node;
 }
 
-function when(iso) {
+function whenText(iso) {
 	if (!iso) return '';
 	const d = new Date(iso);
 	return Number.isNaN(d.getTime()) ? String(iso) : d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
@@ -237,7 +237,7 @@ function overview() {
 				draw(failDay, 'day', day, 'rate');
 			}
 			problem.replaceChildren();
-			updated.textContent = `Updated ${when(new Date().toISOString())}; refreshes every 5 seconds.`;
+			updated.textContent = `Updated ${whenText(new Date().toISOString())}; refreshes every 5 seconds.`;
 			updated.setAttribute('data-refreshes', String(Number(updated.getAttribute('data-refreshes') || 0) + 1));
 		} catch (e) {
 			problem.replaceChildren(errorBox(e));
@@ -303,7 +303,7 @@ function operationsList() {
 					el('td', { class: `status-${o.status}` }, o.status),
 					el('td', {}, o.currentStep),
 					el('td', {}, errorText(o.error)),
-					el('td', {}, when(o.createdAt))));
+					el('td', {}, whenText(o.createdAt))));
 			}
 			more.replaceChildren(...[
 				el('p', { class: 'note' }, `${body.children.length} shown; ${doc.scanned} operations read for this page.`),
@@ -360,7 +360,7 @@ function operationPage(id) {
 			['Payment id', el('span', { class: 'mono' }, o.paymentId)],
 			['Tenant', o.tenant], ['Current step', o.currentStep], ['Error', errorText(o.error)],
 			['Correlation id', o.correlationId || ''], ['Idempotency key', el('span', { class: 'mono' }, o.idempotencyKey)],
-			['Created', when(o.createdAt)], ['Updated', when(o.updatedAt)], ['Ended', when(o.completedAt)],
+			['Created', whenText(o.createdAt)], ['Updated', whenText(o.updatedAt)], ['Ended', whenText(o.completedAt)],
 		].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
 		actions.replaceChildren(...[
 			o.actions.replay ? el('button', { type: 'button', class: 'danger', onclick: () => act('replay') }, 'Replay') : null,
@@ -371,16 +371,16 @@ function operationPage(id) {
 				parts: [el('strong', {}, `${t.from || '—'} → ${t.to}`), ` ${t.reason || ''}`, el('span', { class: 'note' }, ` by ${t.actor}`)] })),
 			...o.attempts.map((a) => ({ at: a.finishedAt, order: 1, cls: a.error ? 'failed' : a.outcome === 'SUCCEEDED' ? 'ok' : '',
 				parts: [el('strong', {}, `${a.step} attempt ${a.attempt}: ${a.outcome}`),
-					el('span', { class: 'note' }, ` on ${a.worker || 'unknown worker'}, started ${when(a.startedAt)}`),
+					el('span', { class: 'note' }, ` on ${a.worker || 'unknown worker'}, started ${whenText(a.startedAt)}`),
 					a.error ? el('div', { class: 'step-error' }, errorText(a.error)) : null] })),
 		].sort((x, y) => (x.at < y.at ? -1 : x.at > y.at ? 1 : x.order - y.order));
-		timeline.replaceChildren(...items.map((i) => el('li', { class: i.cls }, el('span', { class: 'when' }, when(i.at)), ...i.parts)));
+		timeline.replaceChildren(...items.map((i) => el('li', { class: i.cls }, el('span', { class: 'when' }, whenText(i.at)), ...i.parts)));
 		steps.replaceChildren(...o.steps.map((s) => el('tr', {},
 			el('td', {}, s.step), el('td', {}, s.status), el('td', { class: 'num' }, s.attempt), el('td', {}, s.worker || ''),
-			el('td', { class: 'step-error' }, errorText(s.lastError)), el('td', {}, when(s.nextAttemptAt)))));
+			el('td', { class: 'step-error' }, errorText(s.lastError)), el('td', {}, whenText(s.nextAttemptAt)))));
 		events.replaceChildren(...o.events.map((e) => el('tr', {},
 			el('td', {}, e.eventType), el('td', {}, e.destination), el('td', { class: 'mono' }, e.messageId || 'not yet published'),
-			el('td', {}, when(e.publishedAt)))));
+			el('td', {}, whenText(e.publishedAt)))));
 		payloads.replaceChildren(...o.payloads.map((p) => el('tr', {},
 			el('td', { class: 'mono' }, p.key), el('td', { class: 'mono' }, p.checksum), el('td', { class: 'num' }, p.size))));
 	}
@@ -449,13 +449,13 @@ function replayList(title, path, columns, row) {
 function deadLetters() {
 	replayList('Dead letters', '/admin/dead-letters', ['#', 'Operation', 'Step', 'Source', 'Error', 'Attempts', 'Created'], (d) => [
 		String(d.id), d.operationId ? operationLink(d.operationId) : d.queue || '', d.step || '', d.source,
-		el('span', { class: 'step-error' }, errorText(d.error)), String(d.attempts ?? ''), when(d.createdAt)]);
+		el('span', { class: 'step-error' }, errorText(d.error)), String(d.attempts ?? ''), whenText(d.createdAt)]);
 }
 
 function webhookFailures() {
 	replayList('Webhook failures', '/admin/webhook-failures', ['#', 'Operation', 'Event', 'Tenant', 'URL', 'Error', 'Attempts', 'Last failure'], (w) => [
 		String(w.id), operationLink(w.operationId), w.eventType || '', w.tenant, el('span', { class: 'mono' }, w.url),
-		el('span', { class: 'step-error' }, errorText(w.error)), String(w.attempts), when(w.updatedAt)]);
+		el('span', { class: 'step-error' }, errorText(w.error)), String(w.attempts), whenText(w.updatedAt)]);
 }
 
 function stuck() {
@@ -467,7 +467,7 @@ function stuck() {
 	api('/admin/stuck').then((doc) => {
 		note.textContent = `Steps past their lease, PENDING for more than ${doc.stuckAfterSeconds} s, or retries over a minute late. The scheduler re-drives them; these have not moved yet.`;
 		body.replaceChildren(...doc.items.map((s) => el('tr', {}, el('td', {}, operationLink(s.operationId)), el('td', {}, s.step),
-			el('td', {}, s.reason), el('td', {}, when(s.since)), el('td', {}, s.worker || ''), el('td', {}, s.operationStatus))));
+			el('td', {}, s.reason), el('td', {}, whenText(s.since)), el('td', {}, s.worker || ''), el('td', {}, s.operationStatus))));
 	}, (e) => problem.replaceChildren(errorBox(e)));
 }
 

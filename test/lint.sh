@@ -1,11 +1,11 @@
 #!/bin/bash
-# make lint: the static checks, first in CI (make check runs this before
-# any tier).  Each linter prints its findings and the run fails on any:
+# make lint: the static checks, first in CI (.ci/run runs it before make
+# check).  Each linter prints its findings and the run fails on any:
 #
-#   shellcheck  every shell script (-S warning; .shellcheckrc says where
+#   ShellCheck: every shell script (-S warning; .shellcheckrc says where
 #               sourced files are; a deliberate exception carries a
 #               "# shellcheck disable=… # why" next to it)
-#   eslint      the console's JavaScript and every Node program (.mjs):
+#   ESLint:     the console's JavaScript and every Node program (.mjs):
 #               eslint's recommended rules (test/lint/eslint.config.mjs),
 #               installed from test/lint/package-lock.json into .cache/lint
 set -euo pipefail

@@ -60,7 +60,7 @@ install-programs:
 else
 # Everything below runs on a fresh Debian 12 machine as root.
 .PHONY: check lint demo bench soak
-# make lint: shellcheck and eslint (test/lint.sh); CI runs it before make check
+# make lint: shellcheck, eslint, plpgsql_check (test/lint.sh); CI runs it first
 lint:
 	test/lint.sh
 

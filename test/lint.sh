@@ -8,6 +8,8 @@
 #   ESLint:     the console's JavaScript and every Node program (.mjs):
 #               eslint's recommended rules (test/lint/eslint.config.mjs),
 #               installed from test/lint/package-lock.json into .cache/lint
+#   plpgsql_check: every PL/pgSQL function of both flavours, on a throwaway
+#               cluster, each finding explained (test/lint/plpgsql_check.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source test/lib/deps.sh
@@ -55,5 +57,6 @@ run_eslint() {
 pf_install_deps
 step shellcheck run_shellcheck
 step eslint run_eslint
+step plpgsql_check test/lint/plpgsql_check.sh
 [ "$failed" = 0 ] && echo "make lint: all linters passed"
 exit "$failed"

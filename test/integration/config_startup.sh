@@ -114,7 +114,9 @@ refused() {
 	t1=$(date +%s%N)
 	lines=$(grep -c '' "$out" || true)
 	local what="$program with $* -> $setting"
-	if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -qF "$setting" "$out" && [ $(((t1 - t0) / 1000000)) -lt 3000 ] &&
+	# no timing threshold (a loaded machine took 3.8 s to start a program):
+	# "at once" is exit 2 before timeout's 10 s
+	if [ "$rc" = 2 ] && [ "$lines" = 1 ] && grep -qF "$setting" "$out" &&
 		! grep -qF -e "$DB_PASSWORD" -e odbc-pw-not-echoed -e config-test-secret "$out"; then
 		echo "ok - $what: $(head -c 160 "$out")"
 	else

@@ -45,7 +45,7 @@ EXTRA_CLEAN = test/isolation/results test/isolation/regression.diffs test/isolat
 
 # check, demo and bench start on a bare machine (they install PostgreSQL's
 # development files themselves), so they must not need pg_config yet.
-ifeq ($(filter check lint demo bench soak dist-sql,$(MAKECMDGOALS)),)
+ifeq ($(filter check check-fast lint demo bench soak dist-sql,$(MAKECMDGOALS)),)
 # No JIT bitcode: it needs clang at build time and buys payflow nothing.
 override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -59,7 +59,7 @@ install-programs:
 	$(MAKE) -C workers install
 else
 # Everything below runs on a fresh Debian 12 machine as root.
-.PHONY: check lint demo bench soak
+.PHONY: check check-fast lint demo bench soak
 # make lint: shellcheck, eslint, plpgsql_check (test/lint.sh); CI runs it first
 lint:
 	test/lint.sh
@@ -67,6 +67,11 @@ lint:
 # make check T=NAME[,NAME...]: those tests only (test/run-checks.sh --list)
 check:
 	T="$(T)" test/run-checks.sh
+
+# make check-fast: the inner loop (the C unit tests, every pg_regress file
+# and isolation spec, pgTAP), with make check's build and cluster
+check-fast:
+	T=unit,regress,pgtap test/run-checks.sh
 
 # make demo FLAVOUR=sql: the C-free flavour (Amazon RDS, Aurora); FLAVOUR=c, the default, the extension
 demo:

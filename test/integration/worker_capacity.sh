@@ -44,12 +44,16 @@ pf_ok "all $N legacy calls run at once" pf_wait_for 90 all_running
 # freeze the session that renews the leases, mid-calls
 backend=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'payflow-worker heartbeat'")
 pf_ok "the lease renewer has its own session" test -n "$backend"
+# Thawed as soon as the worker has said so: the freeze must stay well under
+# the 6 s lease (the last renewal may be a tick older than the freeze), or
+# the scheduler rightly expires the leases and the step is no longer ours.
+frozen_at=$EPOCHREALTIME
 kill -STOP "$backend"
 behind() { grep -q '"heartbeat behind' "$WK_DIR/cap.log"; }
 pf_ok "frozen renewals: the heartbeat says it is behind" pf_wait_for 10 behind
 pf_ok "... and /metrics shows it" test "$(metric payflow_worker_heartbeat_behind)" = 1
-sleep 1
 kill -CONT "$backend"
+awk -v a="$frozen_at" -v b="$EPOCHREALTIME" 'BEGIN { printf "# the renewal session was frozen for %.1f s (leases: 6 s)\n", b - a }'
 caught_up() { grep -q '"heartbeat caught up' "$WK_DIR/cap.log"; }
 pf_ok "the session runs again: the heartbeat catches up" pf_wait_for 15 caught_up
 pf_ok "... /metrics counted the lag" test "$(metric payflow_worker_heartbeat_behind_total)" -ge 1

@@ -461,8 +461,12 @@ collect_renewals(worker *w)
 		{
 			job		   *j = w->held[i];
 
-			/* a claim made after the round's snapshot is not what the round saw */
-			if (!j->claimed || j->finished || j->stop != STOP_NONE || j->claimed_ms > res.offered_ms ||
+			/*
+			 * a claim made after the round's snapshot is not what the round
+			 * saw; a step whose outcome is being committed learns of a
+			 * takeover from that commit (PF004, counted there)
+			 */
+			if (!j->claimed || j->finished || j->reporting || j->stop != STOP_NONE || j->claimed_ms > res.offered_ms ||
 				strcmp(j->operation_id, res.lost[k]) != 0)
 				continue;
 			/* counted here, not per lost id: a step that finished while its round ran is no loss */

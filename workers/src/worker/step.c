@@ -154,6 +154,27 @@ step_set_error(step_run *run, const char *code, const char *message, json_t *ext
 	run->error = e;
 }
 
+/*
+ * The step's outcome is about to be committed. From then on a renewal round
+ * that finds the step no longer RUNNING under this worker may be seeing that
+ * commit, not a takeover: the commit's own answer (PF004) says which.
+ */
+void
+step_reporting(step_run *run)
+{
+	pthread_mutex_lock(&run->w->lock);
+	run->job->reporting = true;
+	pthread_mutex_unlock(&run->w->lock);
+}
+
+/* A commit refused with PF004: the loss, unless a renewal round counted it already. */
+void
+step_count_lost_lease(step_run *run)
+{
+	if (step_stop_requested(run) != STOP_LEASE_LOST)
+		atomic_fetch_add(&run->w->stats.leases_lost, 1);
+}
+
 pf_result
 step_complete_with_sql(step_run *run, const char *sql, int n_extra, const char *const *extra, pf_error *err)
 {
@@ -167,6 +188,7 @@ step_complete_with_sql(step_run *run, const char *sql, int n_extra, const char *
 	values[1] = w->cfg.worker_id;
 	for (int i = 0; i < n_extra; i++)
 		values[2 + i] = extra[i];
+	step_reporting(run);
 	if ((pg = db_acquire(w->db, DB_WAIT_MS)) == NULL)
 		r = pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free");
 	else
@@ -415,6 +437,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		return;
 	}
 	/* gathered with the other executors' outcomes into one statement (batch.c) */
+	step_reporting(run);
 	if (status == STEP_SUCCEEDED)
 		r = batch_complete(w, run->operation_id, text, result_ref, &answer, &err);
 	else
@@ -442,6 +465,7 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	else if (strcmp(err.code, "PF004") == 0)
 	{
 		/* taken over after our lease expired: the new holder reports */
+		step_count_lost_lease(run);
 		j->outcome = OUTCOME_LEAVE;
 		log_job(PF_LOG_WARN, &run->ids, j, json_pack("{s:s}", "code", err.code),
 				"lease taken over, outcome not recorded: %s", err.message);

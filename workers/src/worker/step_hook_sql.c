@@ -45,6 +45,7 @@ step_hook_run_sql(step_hook *hook, step_run *run)
 		return STEP_COMMITTED;
 	if (strcmp(err.code, "PF004") == 0)
 	{
+		step_count_lost_lease(run);
 		pf_log_warn(&run->ids, "lease lost before the hook's result could be committed: %s", err.message);
 		return STEP_ABANDONED;
 	}

@@ -225,6 +225,8 @@ extern const role_ops sql_step_role;
 stop_reason step_stop_requested(step_run *run);
 /* The role starts a blocking call that should end within timeout_s (watchdog). */
 void		step_call_started(step_run *run, int timeout_s);
+void		step_reporting(step_run *run);
+void		step_count_lost_lease(step_run *run);
 void		step_call_finished(step_run *run);
 /* Sleep up to ms; false when woken because the step must stop. */
 bool		step_sleep(step_run *run, int ms);
@@ -305,6 +307,7 @@ struct job
 	bool		claimed;		/* the step's lease is ours: heartbeat it */
 	int64_t		claimed_ms;		/* when: a renewal round older than that says nothing of it */
 	bool		finished;
+	bool		reporting;		/* its outcome is being committed: a renewal's "not held" may be that */
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
 	stop_reason stop;
 	int64_t		call_deadline_ms;	/* a blocking call should be over by then; 0: none */

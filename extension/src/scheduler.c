@@ -116,12 +116,21 @@ sch_execute(const char *sql, int nargs, Oid *argtypes, Datum *args, bool needs_p
 	return installed;
 }
 
-/* The NOTIFYs for each combination of PF_WAKE_* bits, in one transaction. */
+/*
+ * The NOTIFYs for each combination of PF_WAKE_* bits, in one transaction.
+ * NOTIFY assigns an xid, so each of these commits writes a commit record,
+ * and with synchronous_commit on it would wait for a WAL flush: up to one
+ * per payflow.notify_interval, for a transaction that writes nothing a
+ * crash could lose (a notification is never durable; the rows it announces
+ * were committed, and flushed, by their own transactions).  So these
+ * commit asynchronously: set_config(..., true) lasts this transaction only.
+ */
+#define NOTIFY_ASYNC "SELECT pg_catalog.set_config('synchronous_commit', 'off', true), "
 static const char *const notify_sql[4] = {
 	NULL,
-	"SELECT pg_catalog.pg_notify('payflow_outbox', '')",
-	"SELECT pg_catalog.pg_notify('payflow_status', '')",
-	"SELECT pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
+	NOTIFY_ASYNC "pg_catalog.pg_notify('payflow_outbox', '')",
+	NOTIFY_ASYNC "pg_catalog.pg_notify('payflow_status', '')",
+	NOTIFY_ASYNC "pg_catalog.pg_notify('payflow_outbox', ''), pg_catalog.pg_notify('payflow_status', '')",
 };
 
 void

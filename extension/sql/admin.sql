@@ -120,7 +120,7 @@ $$;
 -- 22023 naming the parameter, in the form the HTTP edge reads the name
 -- from: invalid parameter "<name>": <why>.
 CREATE FUNCTION payflow._admin_bad(p_name text, p_why text) RETURNS void
-	LANGUAGE plpgsql IMMUTABLE
+	LANGUAGE plpgsql VOLATILE
 	AS $$
 BEGIN
 	RAISE EXCEPTION 'invalid parameter "%": %', p_name, p_why USING ERRCODE = 'invalid_parameter_value';

@@ -96,6 +96,8 @@ $roles$;
 
 --@@ include operations.sql @@
 
+--@@ include submit_many.sql @@
+
 --@@ include tenants.sql @@
 
 --@@ include steps.sql @@
@@ -122,6 +124,7 @@ GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin,
 
 GRANT EXECUTE ON FUNCTION
 	payflow.submit(text, jsonb, text, text),
+	payflow.submit_many(jsonb),
 	payflow.submit_ref(text, text, text, text, bigint, text, text),
 	payflow.status(text),
 	payflow.history(text),

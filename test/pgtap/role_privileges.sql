@@ -123,6 +123,7 @@ CREATE TEMP TABLE rp_expected (role text, fn text);
 INSERT INTO rp_expected
 SELECT 'app', unnest(ARRAY[
 	'payflow.submit(text,jsonb,text,text)',
+	'payflow.submit_many(jsonb)',
 	'payflow.submit_ref(text,text,text,text,bigint,text,text)',
 	'payflow.status(text)',
 	'payflow.history(text)',

@@ -4,7 +4,8 @@
 # median of several rounds and the interesting number is the ratio.
 #
 #   submit:     payflow.submit() vs a raw single-row INSERT (4 clients,
-#               synchronous_commit on), and what a NOTIFY per submit costs
+#               synchronous_commit on), what a NOTIFY per submit costs, and
+#               payflow.submit_many() of 100 vs single submits (operations/s)
 #   outbox:     claim + ack rows/s vs a plain SKIP LOCKED delete queue
 #   metrics:    payflow.metrics() with nothing and with 300,000 operations
 #               retained, beside a plain count per status
@@ -67,7 +68,7 @@ echo
 
 # tps[FLAVOUR.KIND]: the rounds' figures
 declare -A tps
-kinds="raw_insert submit submit_notify"
+kinds="raw_insert submit submit_notify submit_many"
 for round in $(seq 1 "$ROUNDS"); do
 	# interleaved so that a noisy neighbour hits every kind and both
 	# flavours alike; each kind runs in both clusters, so they grow alike
@@ -93,6 +94,9 @@ done
 raw=${med[c.raw_insert]}
 sub=${med[c.submit]}
 notify=${med[c.submit_notify]}
+# submit_many's transactions carry 100 operations each
+per_op() { awk -v t="$1" 'BEGIN { printf "%.0f", t * 100 }'; }
+many=$(per_op "${med[c.submit_many]}")
 
 # outbox: pre-filled, every event in its own message group (one per payment)
 fill_outbox() {
@@ -138,11 +142,15 @@ printf "%-46s %12.0f %8s\n" "raw single-row INSERT (baseline)" "$raw" "1.00"
 printf "%-46s %12.0f %8s\n" "payflow.submit()" "$sub" "$(bench_ratio "$sub" "$raw")"
 printf "%-46s %12.0f %8s\n" "payflow.submit() + NOTIFY in the transaction" "$notify" "$(bench_ratio "$notify" "$raw")"
 echo
+printf "%-46s %12s %8s\n" "many submits at once" "ops/s" "ratio"
+printf "%-46s %12.0f %8s\n" "payflow.submit(), one per commit (baseline)" "$sub" "1.00"
+printf "%-46s %12.0f %8s\n" "payflow.submit_many() of 100 per commit" "$many" "$(bench_ratio "$many" "$sub")"
+echo
 printf "%-46s %12s %8s\n" "outbox (batches of 100, every row its own group)" "rows/s" "ratio"
 printf "%-46s %12.0f %8s\n" "plain SKIP LOCKED delete queue (baseline)" "$plain" "1.00"
 printf "%-46s %12.0f %8s\n" "payflow.outbox_claim + outbox_ack" "$claim" "$(bench_ratio "$claim" "$plain")"
 echo
-echo "aims: submit >= 0.50 of raw INSERT; claim + ack >= 20000 rows/s"
+echo "aims: submit >= 0.50 of raw INSERT; submit_many of 100 >= 5x single submits; claim + ack >= 20000 rows/s"
 echo "NOTIFY per submit costs $(awk -v s="$sub" -v n="$notify" 'BEGIN { printf "%.0f%%", 100 * (s - n) / s }') of submit throughput here; payflow wakes relays from the scheduler worker instead."
 bench_result c.submit "${tps[c.submit]}"
 bench_result c.claim "${claims[c]}"
@@ -153,6 +161,7 @@ if bench_has sql; then
 	bench_compare_row "raw single-row INSERT, tx/s (the clusters alike)" "${tps[c.raw_insert]}" "${tps[sql.raw_insert]}" %.0f -
 	bench_compare_row "payflow.submit(), tx/s" "${tps[c.submit]}" "${tps[sql.submit]}"
 	bench_compare_row "payflow.submit() + NOTIFY, tx/s" "${tps[c.submit_notify]}" "${tps[sql.submit_notify]}" %.0f -
+	bench_compare_row "payflow.submit_many() of 100, tx/s" "${tps[c.submit_many]}" "${tps[sql.submit_many]}"
 	bench_compare_row "outbox_claim + outbox_ack, rows/s" "${claims[c]}" "${claims[sql]}"
 	echo "C-free payflow.submit() is $(bench_ratio "${med[sql.submit]}" "${med[sql.raw_insert]}") of its cluster's raw INSERT (C: $(bench_ratio "$sub" "$raw"))"
 	bench_result sql.submit "${tps[sql.submit]}"

@@ -220,6 +220,20 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'correlation_id with a CR',  $$SELECT payflow.submit('p', '{}', 'k', E'c\rc')$$
 ]);
 SELECT pf_changed(:'before') AS changed;
+-- nor U+FFFE or U+FFFF: SQS refuses them in a message, so an event naming
+-- one would be refused at every try of the relay (issue 26, M3)
+SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
+	'payment_id with U+FFFF',     $$SELECT payflow.submit(E'p\uFFFF', '{}')$$,
+	'idempotency_key with U+FFFE', $$SELECT payflow.submit('p', '{}', E'k\uFFFE')$$,
+	'correlation_id with U+FFFF', $$SELECT payflow.submit('p', '{}', 'k', E'c\uFFFFc')$$,
+	'submit_ref with U+FFFE',     $$SELECT payflow.submit_ref(E'p\uFFFE', 's3', 'k', 'sha256:' || repeat('0', 64), 1)$$,
+	'submit_many with U+FFFF',    $$SELECT payflow.submit_many(jsonb_build_array(jsonb_build_object('payment_id', E'p\uFFFF', 'details', '{}'::jsonb)))$$
+]);
+SELECT pf_changed(:'before') AS changed;
+-- the characters next to them are fine (rolled back: the counts below stay)
+SAVEPOINT fine_characters;
+SELECT payflow.submit(E'p-ok\uFFFD\U0001F600\uE000', '{}') IS NOT NULL AS submitted;
+ROLLBACK TO SAVEPOINT fine_characters;
 SELECT pf_row_counts() AS before \gset
 -- injection strings in the reference are data too
 SELECT payflow.submit_ref(:'inj2', 's3', :'inj', 'sha256:' || repeat('0', 64), 0, 'ref-key', :'inj2') AS ref_op \gset

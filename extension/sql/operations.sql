@@ -132,7 +132,12 @@ $$;
 
 -- Identifiers that end up in hashes, message attributes and logs may not
 -- hold control characters: the request hash of submit_ref joins fields with
--- newlines, and SQS refuses control characters in attribute values.
+-- newlines, and SQS refuses control characters in attribute values.  Nor
+-- U+FFFE or U+FFFF, the only other characters PostgreSQL's UTF-8 can hold
+-- that SQS refuses in a message body or attribute (it takes #x9, #xA, #xD,
+-- #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): an event naming one would
+-- be refused at every try of the relay.  The same class of bad input as a
+-- control character, so the same SQLSTATE (22023).
 CREATE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
@@ -140,6 +145,10 @@ BEGIN
 	IF value ~ '[[:cntrl:]]' THEN
 		RAISE EXCEPTION '% must not contain control characters', arg_name
 			USING ERRCODE = 'invalid_parameter_value';
+	ELSIF value ~ '[\uFFFE\uFFFF]' THEN
+		RAISE EXCEPTION '% must not contain U+FFFE or U+FFFF', arg_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'SQS refuses these characters in messages.';
 	END IF;
 END
 $$;
@@ -180,9 +189,9 @@ DECLARE
 BEGIN
 	-- The checks as one expression (no statement to run); only bad input
 	-- takes the helpers, which raise the precise error.
-	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]]'
-	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]]'
-	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]]'
+	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
+	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]\uFFFE\uFFFF]'
+	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
 	   OR details IS NULL OR jsonb_typeof(details) <> 'object' THEN
 		PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
 		PERFORM payflow._require_object('details', details);

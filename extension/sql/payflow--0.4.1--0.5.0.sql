@@ -1,11 +1,67 @@
 -- payflow 0.4.1 -> 0.5.0 (in development: storage v2, issue 25).
 --
 -- submit_many(jsonb): many submits in one statement and one commit
--- (submit_many.sql).  _admin_bad, which only raises, is VOLATILE: an
--- IMMUTABLE one was folded while a statement that calls it was planned.
+-- (submit_many.sql).  Identifiers with U+FFFE or U+FFFF, which SQS refuses
+-- in a message, are refused at submit (_require_printable, submit).
+-- _admin_bad, which only raises, is VOLATILE: an IMMUTABLE one was folded
+-- while a statement that calls it was planned.
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
 --@@ include submit_many.sql @@
 
 ALTER FUNCTION payflow._admin_bad(text, text) VOLATILE;
+
+-- Identifiers that end up in hashes, message attributes and logs may not
+-- hold control characters: the request hash of submit_ref joins fields with
+-- newlines, and SQS refuses control characters in attribute values.  Nor
+-- U+FFFE or U+FFFF, the only other characters PostgreSQL's UTF-8 can hold
+-- that SQS refuses in a message body or attribute (it takes #x9, #xA, #xD,
+-- #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): an event naming one would
+-- be refused at every try of the relay.  The same class of bad input as a
+-- control character, so the same SQLSTATE (22023).
+CREATE OR REPLACE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF value ~ '[[:cntrl:]]' THEN
+		RAISE EXCEPTION '% must not contain control characters', arg_name
+			USING ERRCODE = 'invalid_parameter_value';
+	ELSIF value ~ '[\uFFFE\uFFFF]' THEN
+		RAISE EXCEPTION '% must not contain U+FFFE or U+FFFF', arg_name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'SQS refuses these characters in messages.';
+	END IF;
+END
+$$;
+
+-- Creates an operation for a payment request and returns its id at once.
+CREATE OR REPLACE FUNCTION payflow.submit(payment_id text, details jsonb,
+							   idempotency_key text DEFAULT NULL,
+							   correlation_id text DEFAULT NULL)
+	RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_content bytea;
+BEGIN
+	-- The checks as one expression (no statement to run); only bad input
+	-- takes the helpers, which raise the precise error.
+	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
+	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]\uFFFE\uFFFF]'
+	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
+	   OR details IS NULL OR jsonb_typeof(details) <> 'object' THEN
+		PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
+		PERFORM payflow._require_object('details', details);
+	END IF;
+	v_content := convert_to(details::text, 'UTF8');
+	IF octet_length(v_content) > payflow._setting('payload_max_bytes')::bigint THEN
+		PERFORM payflow._require_size('details', octet_length(v_content));
+	END IF;
+	RETURN payflow._create_operation(
+		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
+		sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content),
+		NULL, v_content);
+END
+$$;

@@ -126,11 +126,11 @@ BEGIN
 				PERFORM payflow._require_submit_item(v_item);
 			END IF;
 			IF v_item ->> 'payment_id' IS NULL OR v_item ->> 'payment_id' = '' OR length(v_item ->> 'payment_id') > 255
-			   OR v_item ->> 'payment_id' ~ '[[:cntrl:]]'
+			   OR v_item ->> 'payment_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
 			   OR v_item ->> 'idempotency_key' = '' OR length(v_item ->> 'idempotency_key') > 255
-			   OR v_item ->> 'idempotency_key' ~ '[[:cntrl:]]'
+			   OR v_item ->> 'idempotency_key' ~ '[[:cntrl:]\uFFFE\uFFFF]'
 			   OR v_item ->> 'correlation_id' = '' OR length(v_item ->> 'correlation_id') > 255
-			   OR v_item ->> 'correlation_id' ~ '[[:cntrl:]]'
+			   OR v_item ->> 'correlation_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
 			   OR jsonb_typeof(v_item -> 'details') IS DISTINCT FROM 'object' THEN
 				PERFORM payflow._require_submit(v_item ->> 'payment_id', v_item ->> 'idempotency_key',
 												v_item ->> 'correlation_id');

@@ -2,6 +2,9 @@
 -- idempotent exactly as submit() does it; all or nothing.
 SET client_min_messages = warning;
 
+-- one operation made by submit() itself, to compare with
+SELECT payflow.submit('many-single', '{"amount": 1}') AS single \gset
+
 CREATE TEMP TABLE many AS
 SELECT * FROM payflow.submit_many($$[
 	{"payment_id": "many-1", "details": {"amount": 100, "currency": "EUR"}},
@@ -18,6 +21,26 @@ SELECT m.item, o.status, o.current_step, o.idempotency_key, o.correlation_id,
        (SELECT count(*) FROM payflow.operation_history h WHERE h.operation_id = o.id) AS history,
        (SELECT string_agg(event_type, ',') FROM payflow.outbox e WHERE e.operation_id = o.id) AS events
   FROM many m JOIN payflow.operations o ON o.id = m.operation_id ORDER BY m.item;
+
+-- the rows hold what submit() writes: the payload with its checksum, the
+-- step's input and the event's payload are the request reference
+SELECT m.item,
+       p.checksum = 'sha256:' || encode(sha256(p.content), 'hex') AS checksum_ok,
+       convert_from(p.content, 'UTF8')::jsonb ->> 'amount' AS amount,
+       o.request_ref ->> 'key' = p.key AND (o.request_ref ->> 'size')::int = p.size AS ref_ok,
+       s.input_ref = o.request_ref AS step_input_ok,
+       e.body -> 'payload' = o.request_ref AS event_payload_ok,
+       e.body ->> 'paymentId' = o.payment_id AND e.body ->> 'operationId' = o.id
+         AND e.body ->> 'correlationId' IS NOT DISTINCT FROM o.correlation_id AS event_ids_ok,
+       e.message_group_id = o.payment_id AS group_ok,
+       (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(e.body) k) =
+         (SELECT array_agg(k ORDER BY k) FROM payflow.outbox e1, jsonb_object_keys(e1.body) k
+           WHERE e1.operation_id = :'single') AS same_event_fields
+  FROM many m JOIN payflow.operations o ON o.id = m.operation_id
+  JOIN payflow.payloads p ON p.operation_id = o.id
+  JOIN payflow.steps s ON s.operation_id = o.id
+  JOIN payflow.outbox e ON e.operation_id = o.id
+ ORDER BY m.item;
 
 -- its request hash is submit's: submit() with the same details names the same operation
 SELECT payflow.submit('many-2', '{"currency": "EUR", "amount": 200}') = operation_id AS submit_finds_it

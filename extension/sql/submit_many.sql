@@ -90,7 +90,7 @@ $$;
 -- Creates an operation for each request of the array (or finds the one its
 -- idempotency key names), in one statement; one row per item, in order.
 --
--- The first pass checks every item in the array's order, as submit() does
+-- The first pass checks every item, in one query, as submit() does
 -- (the same helpers raise the same errors), so the error names the first
 -- bad item.  Then one statement writes what submit writes for each of
 -- them, set-based: operations, payloads, steps, history, events, a
@@ -112,7 +112,6 @@ DECLARE
 	v_n integer;
 	v_i integer := 0;
 	v_item jsonb;
-	v_content bytea;
 	v_max_bytes bigint := payflow._setting('payload_max_bytes')::bigint;
 	v_tenant text := payflow._current_tenant();
 	v_payments text[] := ARRAY[]::text[];
@@ -139,38 +138,41 @@ BEGIN
 	-- One block for the whole array, not one per item: a subtransaction
 	-- each would cost more than the items.  v_i says which item failed.
 	BEGIN
-		-- pass 1, the array's order: submit's own checks, as one expression
-		-- per item; only a bad item takes the helpers, which raise
-		FOR v_item, v_i IN SELECT e, o::integer FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o) LOOP
-			IF jsonb_typeof(v_item) IS DISTINCT FROM 'object'
-			   OR NOT v_item ?& ARRAY['payment_id', 'details']
-			   OR EXISTS (SELECT FROM jsonb_object_keys(v_item) k
-						   WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id'))
-			   OR jsonb_typeof(v_item -> 'payment_id') <> 'string'
-			   OR jsonb_typeof(v_item -> 'idempotency_key') NOT IN ('string', 'null')
-			   OR jsonb_typeof(v_item -> 'correlation_id') NOT IN ('string', 'null') THEN
-				PERFORM payflow._require_submit_item(v_item);
-			END IF;
-			IF v_item ->> 'payment_id' IS NULL OR v_item ->> 'payment_id' = '' OR length(v_item ->> 'payment_id') > 255
-			   OR v_item ->> 'payment_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
-			   OR v_item ->> 'idempotency_key' = '' OR length(v_item ->> 'idempotency_key') > 255
-			   OR v_item ->> 'idempotency_key' ~ '[[:cntrl:]\uFFFE\uFFFF]'
-			   OR v_item ->> 'correlation_id' = '' OR length(v_item ->> 'correlation_id') > 255
-			   OR v_item ->> 'correlation_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
-			   OR jsonb_typeof(v_item -> 'details') IS DISTINCT FROM 'object' THEN
-				PERFORM payflow._require_submit(v_item ->> 'payment_id', v_item ->> 'idempotency_key',
-												v_item ->> 'correlation_id');
-				PERFORM payflow._require_object('details', v_item -> 'details');
-			END IF;
-			v_content := convert_to((v_item -> 'details')::text, 'UTF8');
-			IF octet_length(v_content) > v_max_bytes THEN
-				PERFORM payflow._require_size('details', octet_length(v_content));
-			END IF;
-			v_payments := v_payments || (v_item ->> 'payment_id');
-			v_keys := v_keys || coalesce(v_item ->> 'idempotency_key', v_item ->> 'payment_id');
-			v_correlations := v_correlations || (v_item ->> 'correlation_id');
-			v_contents := v_contents || v_content;
-		END LOOP;
+		-- pass 1: submit's own checks as one expression per item, in one
+		-- query (a PL/pgSQL loop over the items cost more than their
+		-- inserts); only the first bad item takes the helpers, which raise
+		SELECT min(r.o) INTO v_i
+		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o)
+		 WHERE CASE WHEN jsonb_typeof(r.e) IS DISTINCT FROM 'object' THEN true
+				   ELSE NOT r.e ?& ARRAY['payment_id', 'details']
+						OR EXISTS (SELECT FROM jsonb_object_keys(r.e) k
+									WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id'))
+						OR jsonb_typeof(r.e -> 'payment_id') <> 'string'
+						OR jsonb_typeof(r.e -> 'idempotency_key') NOT IN ('string', 'null')
+						OR jsonb_typeof(r.e -> 'correlation_id') NOT IN ('string', 'null')
+						OR r.e ->> 'payment_id' = '' OR length(r.e ->> 'payment_id') > 255
+						OR r.e ->> 'payment_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
+						OR r.e ->> 'idempotency_key' = '' OR length(r.e ->> 'idempotency_key') > 255
+						OR r.e ->> 'idempotency_key' ~ '[[:cntrl:]\uFFFE\uFFFF]'
+						OR r.e ->> 'correlation_id' = '' OR length(r.e ->> 'correlation_id') > 255
+						OR r.e ->> 'correlation_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
+						OR jsonb_typeof(r.e -> 'details') IS DISTINCT FROM 'object'
+						OR octet_length(convert_to((r.e -> 'details')::text, 'UTF8')) > v_max_bytes END;
+		IF v_i IS NOT NULL THEN
+			v_item := requests -> (v_i - 1);
+			PERFORM payflow._require_submit_item(v_item);
+			PERFORM payflow._require_submit(v_item ->> 'payment_id', v_item ->> 'idempotency_key',
+											v_item ->> 'correlation_id');
+			PERFORM payflow._require_object('details', v_item -> 'details');
+			PERFORM payflow._require_size('details', octet_length(convert_to((v_item -> 'details')::text, 'UTF8')));
+			RAISE EXCEPTION 'must be a valid request' USING ERRCODE = 'invalid_parameter_value';	-- not reached
+		END IF;
+		SELECT coalesce(array_agg(r.e ->> 'payment_id' ORDER BY r.o), ARRAY[]::text[]),
+			   coalesce(array_agg(coalesce(r.e ->> 'idempotency_key', r.e ->> 'payment_id') ORDER BY r.o), ARRAY[]::text[]),
+			   coalesce(array_agg(r.e ->> 'correlation_id' ORDER BY r.o), ARRAY[]::text[]),
+			   coalesce(array_agg(convert_to((r.e -> 'details')::text, 'UTF8') ORDER BY r.o), ARRAY[]::bytea[])
+		  INTO v_payments, v_keys, v_correlations, v_contents
+		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o);
 		v_i := 0;
 
 		-- pass 2: all of them at once, in key order; a taken key is skipped

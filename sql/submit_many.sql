@@ -118,3 +118,16 @@ RESET ROLE;
 SET ROLE payflow_worker;
 SELECT * FROM pf_try($$SELECT payflow.submit_many('[{"payment_id": "many-worker", "details": {}}]')$$);
 RESET ROLE;
+
+-- a bound tenant: its own operations, keys per tenant as with submit()
+SELECT payflow.create_api_key('tenant-many', 'many') AS key_m \gset
+BEGIN;
+SELECT payflow.authenticate(:'key_m') AS tenant;
+SELECT operation_id AS op_m FROM payflow.submit_many('[{"payment_id": "many-1", "details": {"amount": 100, "currency": "EUR"}}]') \gset
+-- (a statement apart: one that calls submit_many sees none of its rows)
+SELECT :'op_m' <> (SELECT operation_id FROM many WHERE item = 1) AS not_the_default_tenants, o.tenant
+  FROM payflow.operations o WHERE o.id = :'op_m';
+SELECT count(*) AS same_again FROM payflow.submit_many('[{"payment_id": "many-1", "details": {"amount": 100, "currency": "EUR"}}]') m
+ WHERE m.operation_id = :'op_m';
+COMMIT;
+SELECT count(*) AS many_1_operations, count(DISTINCT tenant) AS tenants FROM payflow.operations WHERE payment_id = 'many-1';

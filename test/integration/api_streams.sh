@@ -95,23 +95,31 @@ cat >"$API_DIR/streams.mjs" <<'JS'
 // node streams.mjs URL KEY IDS_FILE: one event stream per operation id,
 // spread over 127.0.0.10-19 (port space); prints "open N" once every stream
 // got its first status, then, when all ended, one JSON line: how many ended
-// with each "<http status> <statuses…>[ error <code>]".
+// with each "<http status> <statuses…>[ error <code>]".  A connection the
+// kernel resets before any answer (10,001 connects at once can overflow a
+// listen queue on a loaded machine) is tried again, as an EventSource
+// reconnects; the retries are printed ("reconnected N") before the JSON.
 import http from "node:http";
 import { readFileSync } from "node:fs";
 const [url, key, file] = process.argv.slice(2);
 const ids = readFileSync(file, "utf8").trim().split("\n");
 const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
 const outcomes = {};
-let pending = ids.length, first = 0;
-ids.forEach((id, i) => {
+let pending = ids.length, first = 0, reconnected = 0;
+const open = (id, i, tries) => {
 	const statuses = [];
-	let buf = "", error = "";
+	let buf = "", error = "", answered = false;
 	const end = (outcome) => {
 		outcomes[outcome] = (outcomes[outcome] || 0) + 1;
-		if (--pending === 0) { console.log(JSON.stringify(outcomes)); process.exit(0); }
+		if (--pending === 0) {
+			if (reconnected) console.log(`reconnected ${reconnected}`);
+			console.log(JSON.stringify(outcomes));
+			process.exit(0);
+		}
 	};
 	const req = http.get(`${url}/operations/${id}/events`,
 		{ agent, headers: { Authorization: `Bearer ${key}` }, localAddress: `127.0.0.${10 + (i % 10)}` }, (res) => {
+			answered = true;
 			res.setEncoding("utf8");
 			res.on("data", (d) => {
 				buf += d;
@@ -126,8 +134,14 @@ ids.forEach((id, i) => {
 			});
 			res.on("end", () => end(`${res.statusCode} ${statuses.join(" ")}${error}`));
 		});
-	req.on("error", (e) => end(`failed ${e.code || e.message}`));
-});
+	req.on("error", (e) => {
+		if (!answered && e.code === "ECONNRESET" && tries < 3) {
+			reconnected++;
+			setTimeout(() => open(id, i, tries + 1), 200);
+		} else end(`failed ${e.code || e.message}`);
+	});
+};
+ids.forEach((id, i) => open(id, i, 0));
 JS
 timeout 600 node "$API_DIR/streams.mjs" "$API_URL" "$KA" "$API_DIR/many.ids" >"$API_DIR/many.out" 2>&1 &
 clients=$!

@@ -118,7 +118,8 @@ DECLARE
 	v_keys text[] := ARRAY[]::text[];
 	v_correlations text[] := ARRAY[]::text[];
 	v_contents bytea[] := ARRAY[]::bytea[];
-	v_existing text;
+	v_ids text[] := ARRAY[]::text[];
+	v_events integer;
 	v_state text;
 	v_message text;
 	v_detail text;
@@ -218,22 +219,23 @@ BEGIN
 				   array_agg(payflow._event_body(it.event_id, it.id, it.payment_id, it.correlation_id,
 												 f.request_event, 1, jsonb_build_object(f.input_field, it.ref))
 							 ORDER BY it.key COLLATE "C", it.i))
-		  INTO v_n
+		  INTO v_events	-- read by nothing: the statement runs for its writes
 		  FROM op JOIN it USING (id), f
 		HAVING count(*) > 0;
 
-		-- the items whose key was taken: same details, or PF002
-		-- (LIMIT 1 in the LATERAL keeps it an index probe per item: joined
-		-- as a set, the planner hashed the whole operations table)
-		SELECT r.i, o.id INTO v_i, v_existing
+		-- Each item's operation, made now or before, in one probe per item
+		-- (LIMIT 1 in the LATERAL keeps it an index probe: joined as a set,
+		-- the planner hashed the whole operations table), and the first
+		-- item in key order whose key names other details: PF002
+		SELECT array_agg(o.id ORDER BY r.i),
+			   (array_agg(r.i ORDER BY r.key COLLATE "C", r.i)
+				  FILTER (WHERE o.request_hash <> sha256(convert_to(r.payment_id, 'UTF8') || '\x00'::bytea || r.content)))[1]
+		  INTO v_ids, v_i
 		  FROM unnest(v_payments, v_keys, v_contents) WITH ORDINALITY AS r(payment_id, key, content, i)
 		  CROSS JOIN LATERAL (SELECT o.id, o.request_hash FROM payflow.operations o
-							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) o
-		 WHERE o.request_hash <> sha256(convert_to(r.payment_id, 'UTF8') || '\x00'::bytea || r.content)
-		 ORDER BY r.key COLLATE "C", r.i
-		 LIMIT 1;
-		IF v_existing IS NOT NULL THEN
-			PERFORM payflow._raise_key_reused(v_keys[v_i], v_existing);
+							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) o;
+		IF v_i IS NOT NULL THEN
+			PERFORM payflow._raise_key_reused(v_keys[v_i], v_ids[v_i]);
 		END IF;
 	EXCEPTION WHEN OTHERS THEN
 		GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
@@ -241,10 +243,8 @@ BEGIN
 		PERFORM payflow._raise_for_item(v_i, v_state, v_message, v_detail, v_hint);
 	END;
 	RETURN QUERY
-		SELECT r.i::integer, r.payment_id, o.id
-		  FROM unnest(v_payments, v_keys) WITH ORDINALITY AS r(payment_id, key, i)
-		  CROSS JOIN LATERAL (SELECT o.id FROM payflow.operations o
-							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) o
+		SELECT r.i::integer, r.payment_id, r.id
+		  FROM unnest(v_payments, v_ids) WITH ORDINALITY AS r(payment_id, id, i)
 		 ORDER BY r.i;
 END
 $$;

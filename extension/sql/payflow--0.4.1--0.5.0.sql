@@ -4,11 +4,17 @@
 -- (submit_many.sql).  Identifiers with U+FFFE or U+FFFF, which SQS refuses
 -- in a message, are refused at submit (_require_printable, submit).
 -- _admin_bad, which only raises, is VOLATILE: an IMMUTABLE one was folded
--- while a statement that calls it was planned.
+-- while a statement that calls it was planned.  outbox_dead_letter: an
+-- event SQS refuses for good leaves the outbox as a dead letter (source
+-- 'event') and fails the step it requested, instead of a nack for ever.
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
 --@@ include submit_many.sql @@
+
+ALTER TABLE payflow.dead_letters DROP CONSTRAINT dead_letters_source_check,
+	ADD CONSTRAINT dead_letters_source_check CHECK (source IN ('step', 'message', 'event'));
+--@@ include outbox_dead_letter.sql @@
 
 ALTER FUNCTION payflow._admin_bad(text, text) VOLATILE;
 

@@ -98,6 +98,8 @@ $roles$;
 
 --@@ include submit_many.sql @@
 
+--@@ include outbox_dead_letter.sql @@
+
 --@@ include tenants.sql @@
 
 --@@ include steps.sql @@

@@ -313,10 +313,11 @@ CREATE TABLE payflow.consumed_events (
 );
 CREATE INDEX consumed_events_at_idx ON payflow.consumed_events USING brin (consumed_at);
 
--- Failed operations and messages no worker could handle.
+-- Failed operations (step), messages no worker could handle (message)
+-- and events SQS refused for good (event).
 CREATE TABLE payflow.dead_letters (
 	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-	source text NOT NULL CHECK (source IN ('step', 'message')),
+	source text NOT NULL CHECK (source IN ('step', 'message', 'event')),
 	operation_id text,
 	step_name text,
 	queue text,

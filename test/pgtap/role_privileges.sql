@@ -152,6 +152,7 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.outbox_claim(integer,text,integer)',
 	'payflow.outbox_ack(uuid[],text[],text)',
 	'payflow.outbox_nack(uuid,text,text)',
+	'payflow.outbox_dead_letter(uuid,text,text)',
 	'payflow.backoff_delay(integer,interval,interval,double precision)',
 	'payflow.webhook_target(text,uuid,text)',
 	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
@@ -180,7 +181,7 @@ SELECT 'admin', unnest(ARRAY[
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
 SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',
-							 'payflow.outbox_nack(uuid,text,text)'])
+							 'payflow.outbox_nack(uuid,text,text)', 'payflow.outbox_dead_letter(uuid,text,text)'])
 UNION ALL
 SELECT 'step', fn FROM rp_expected
  WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess|run_hook_steps)'

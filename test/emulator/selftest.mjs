@@ -156,6 +156,14 @@ function sqsJsonRequest(action, payload, options = {}) {
 	});
 }
 
+// A call to one of the front's unsigned test endpoints, its answer parsed.
+async function frontCall(method, path, value) {
+	const answer = await send({
+		method, path, headers: { "content-type": "application/json" }, body: value === undefined ? undefined : JSON.stringify(value),
+	});
+	return { status: answer.status, body: JSON.parse(answer.body) };
+}
+
 function xmlField(xml, name) {
 	return new RegExp(`<${name}>([^<]*)</${name}>`).exec(xml)?.[1];
 }
@@ -234,6 +242,85 @@ checks["sqs: SendMessageBatch and ChangeMessageVisibility"] = async () => {
 	for (const message of [...first.slice(1), ...second])
 		await sqs.send(new sqsSdk.DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle }));
 	assert.equal(await depth(queueUrl), 0);
+};
+
+checks["sqs: /_front/refuse fails chosen SendMessageBatch entries, fauxqs gets the others"] = async () => {
+	const queueUrl = queues["invoice-requests"];
+	const bad = await frontCall("POST", "/_front/refuse", { action: "SendMessageBatch", match: "x", code: "X", senderFault: "yes", count: 1 });
+	assert.equal(bad.status, 400);
+	assert.match(bad.body.error, /senderFault/);
+	const rule = { action: "SendMessageBatch", match: "refuse-me", code: "InvalidMessageContents", senderFault: true, count: 1 };
+	const set = await frontCall("POST", "/_front/refuse", rule);
+	assert.equal(set.status, 200);
+	assert.deepEqual(set.body, { ...rule, message: "refused by the test front" });
+
+	const since = Date.now();
+	const ids = ["keep-1", "refused", "keep-2"].map((name) => `${name}-${randomUUID()}`);
+	const entries = ids.map((id, i) => ({ Id: id, MessageBody: i === 1 ? `please refuse-me ${id}` : `body ${id}` }));
+	const first = await sqs.send(new sqsSdk.SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }));
+	assert.deepEqual(first.Successful.map((e) => e.Id).sort(), [ids[0], ids[2]].sort());
+	assert.equal(first.Failed.length, 1);
+	assert.equal(first.Failed[0].Id, ids[1]);
+	assert.equal(first.Failed[0].Code, "InvalidMessageContents");
+	assert.equal(first.Failed[0].SenderFault, true);
+	assert.equal(first.Failed[0].Message, "refused by the test front");
+
+	const got = await receive(queueUrl, { VisibilityTimeout: 30 });
+	assert.deepEqual(got.map((m) => m.Body).sort(), [entries[0].MessageBody, entries[2].MessageBody].sort());
+	assert.equal(await depth(queueUrl), 2, "the refused entry never reached fauxqs");
+	for (const message of got)
+		await sqs.send(new sqsSdk.DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle }));
+
+	const refused = await frontCall("GET", "/_front/refused");
+	assert.equal(refused.status, 200);
+	const logged = refused.body.filter((e) => e.id === ids[1]);
+	assert.equal(logged.length, 1);
+	assert.equal(logged[0].action, "SendMessageBatch");
+	assert.equal(logged[0].code, "InvalidMessageContents");
+	assert.equal(logged[0].senderFault, true);
+	assert.ok(logged[0].at >= since);
+
+	const again = await sqs.send(new sqsSdk.SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }));
+	assert.equal(again.Successful.length, 3, "the rule's count is used up");
+	assert.equal(again.Failed?.length ?? 0, 0);
+	await drain(queueUrl);
+	assert.equal(await depth(queueUrl), 0);
+};
+
+checks["sqs: /_front/refuse fails DeleteMessageBatch entries as InternalError, all of a batch too"] = async () => {
+	const queueUrl = queues["invoice-requests"];
+	const sent = await sqs.send(new sqsSdk.SendMessageBatchCommand({
+		QueueUrl: queueUrl, Entries: ["a", "b"].map((id) => ({ Id: id, MessageBody: `delete me ${id}` })),
+	}));
+	assert.equal(sent.Successful.length, 2);
+	const messages = await receive(queueUrl, { VisibilityTimeout: 30 });
+	assert.equal(messages.length, 2);
+	const stuck = `stuck-${randomUUID()}`;
+	const entries = [{ Id: "gone", ReceiptHandle: messages[0].ReceiptHandle }, { Id: stuck, ReceiptHandle: messages[1].ReceiptHandle }];
+	const rule = {
+		action: "DeleteMessageBatch", match: stuck, code: "InternalError", message: "try again", senderFault: false, count: 2,
+	};
+	assert.equal((await frontCall("POST", "/_front/refuse", rule)).status, 200);
+
+	const partly = await sqs.send(new sqsSdk.DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }));
+	assert.deepEqual(partly.Successful.map((e) => e.Id), ["gone"]);
+	assert.deepEqual(partly.Failed, [{ Id: stuck, SenderFault: false, Code: "InternalError", Message: "try again" }]);
+	assert.equal(await depth(queueUrl), 1, "the refused delete left its message");
+
+	// Every entry refused: the front answers without fauxqs, in the same shape.
+	const raw = await sqsJsonRequest("DeleteMessageBatch", { QueueUrl: queueUrl, Entries: [entries[1]] });
+	assert.equal(raw.status, 200, raw.body);
+	assert.equal(raw.headers["content-type"], "application/x-amz-json-1.0");
+	assert.deepEqual(JSON.parse(raw.body), {
+		Successful: [], Failed: [{ Id: stuck, SenderFault: false, Code: "InternalError", Message: "try again" }],
+	});
+	assert.equal(await depth(queueUrl), 1);
+
+	const last = await sqs.send(new sqsSdk.DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: [entries[1]] }));
+	assert.deepEqual(last.Successful.map((e) => e.Id), [stuck], "the rule's count is used up");
+	assert.equal(await depth(queueUrl), 0);
+	const logged = (await frontCall("GET", "/_front/refused")).body.filter((e) => e.id === stuck);
+	assert.deepEqual(logged.map((e) => [e.action, e.code, e.senderFault]), Array(2).fill(["DeleteMessageBatch", "InternalError", false]));
 };
 
 checks["sqs: wrong secret is rejected with SignatureDoesNotMatch and enqueues nothing"] = async () => {

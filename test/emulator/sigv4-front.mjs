@@ -26,6 +26,17 @@
 //   GET /_front/visibility?since=<epoch ms>
 //       every visibility change forwarded to fauxqs since then, in the order
 //       it got them: [{"receipt","seconds","arrivedAt","heldMs"}]
+// Two for tests of partial batch failures, which fauxqs never produces:
+//   POST /_front/refuse {"action":"SendMessageBatch","match":"poison","code":"InvalidMessageContents",
+//                        "message":"...","senderFault":true,"count":1}
+//       the next `count` entries of SQS JSON batch calls of that action
+//       (SendMessageBatch, DeleteMessageBatch, ChangeMessageVisibilityBatch)
+//       whose MessageBody (Send) or ReceiptHandle or Id (the others) contains
+//       `match` ("" matches any) are kept from fauxqs and answered as
+//       Failed entries with that code; count 0 clears the rule, and a rule
+//       with the same action and match replaces the earlier one
+//   GET /_front/refused
+//       every entry refused so far: [{"action","id","code","senderFault","at"}]
 // And one for benchmarks, which count what a workload costs in requests:
 //   GET /_front/calls
 //       the requests forwarded to fauxqs since the front started, by SQS
@@ -693,21 +704,29 @@ function s3BodyChecks(headers, payloadHash) {
 
 /* ---- proxying ---- */
 
-function forwardHeaders(req) {
+// The request's headers minus the hop-by-hop ones; with a body read already,
+// its Content-Length is that body's, which the front may have rewritten.
+function forwardHeaders(req, body) {
 	const out = [];
 	const raw = req.rawHeaders;
 	for (let i = 0; i < raw.length; i += 2) {
-		if (!HOP_BY_HOP.has(raw[i].toLowerCase()))
+		const name = raw[i].toLowerCase();
+		if (!HOP_BY_HOP.has(name) && !(body !== undefined && name === "content-length"))
 			out.push(raw[i], raw[i + 1]);
 	}
+	if (body !== undefined)
+		out.push("Content-Length", String(Buffer.byteLength(body)));
 	return out;
 }
 
-function responseHeaders(upstream) {
+// fauxqs's headers minus the hop-by-hop ones (and its Content-Length when
+// the front rewrote the body, its own length then going in its place).
+function responseHeaders(upstream, dropLength = false) {
 	const out = [];
 	const raw = upstream.rawHeaders;
 	for (let i = 0; i < raw.length; i += 2) {
-		if (!HOP_BY_HOP.has(raw[i].toLowerCase()))
+		const name = raw[i].toLowerCase();
+		if (!HOP_BY_HOP.has(name) && !(dropLength && name === "content-length"))
 			out.push(raw[i], raw[i + 1]);
 	}
 	return out;
@@ -716,8 +735,10 @@ function responseHeaders(upstream) {
 // Sends the request on to fauxqs. With body, the body was read already; with
 // checks, it is streamed and the last chunk held back until every check
 // passed: fauxqs acts only on a complete body, so a request that fails a
-// check never reaches it whole and leaves no trace.
-function forward(ctx, { body, checks = [], path }) {
+// check never reaches it whole and leaves no trace. With transform, a 200
+// answer is read whole and the client gets transform(answer) instead; any
+// other answer streams as it came.
+function forward(ctx, { body, checks = [], path, transform }) {
 	const { req, res } = ctx;
 	let failed = false;
 	const upstream = http.request({
@@ -725,10 +746,20 @@ function forward(ctx, { body, checks = [], path }) {
 		port: config.backendPort,
 		method: req.method,
 		path: path ?? req.url,
-		headers: forwardHeaders(req),
+		headers: forwardHeaders(req, body),
 		agent: upstreamAgent,
 	});
 	upstream.on("response", (reply) => {
+		// fauxqs compresses nothing; an encoded answer would not be ours to edit.
+		if (transform && reply.statusCode === 200 && reply.headers["content-encoding"] === undefined) {
+			readWholeBody(reply, Infinity).then((answer) => {
+				const out = transform(answer);
+				res.writeHead(reply.statusCode, reply.statusMessage,
+					[...responseHeaders(reply, true), "Content-Length", String(out.length)]);
+				res.end(out);
+			}, () => res.destroy());
+			return;
+		}
 		res.writeHead(reply.statusCode, reply.statusMessage, responseHeaders(reply));
 		reply.pipe(res);
 		reply.on("error", () => res.destroy());
@@ -792,6 +823,8 @@ function health(res) {
 const holds = new Map();			// action -> {ms, count}
 const calls = new Map();			// SQS action or "S3 <method>" -> requests forwarded
 const visibilityLog = [];			// the last 10,000 visibility changes
+const refusals = [];				// {action, match, code, message, senderFault, count}, oldest first
+const refusedLog = [];				// the last 10,000 entries refused
 
 function readJson(req) {
 	return readWholeBody(req, 65536).then((body) => JSON.parse(body?.toString() || "{}"));
@@ -836,6 +869,111 @@ async function beforeForward(ctx, body) {
 	}
 }
 
+/* ---- refused batch entries, for tests of partial failures ---- */
+
+// What a rule's match is looked for in, by batch action: the body a sender
+// chose, or the receipt handle or entry id a deleter or extender has.
+const REFUSABLE = {
+	SendMessageBatch: (e) => [e.MessageBody],
+	DeleteMessageBatch: (e) => [e.ReceiptHandle, e.Id],
+	ChangeMessageVisibilityBatch: (e) => [e.ReceiptHandle, e.Id],
+};
+
+// A rule from the body of POST /_front/refuse, or { error }.
+function refusalRule(value) {
+	const { action, match, code, message = "refused by the test front", senderFault, count } = value ?? {};
+	if (!Object.hasOwn(REFUSABLE, action))
+		return { error: `action must be one of ${Object.keys(REFUSABLE).join(", ")}` };
+	if (typeof match !== "string" || typeof code !== "string" || code === "" || typeof message !== "string" ||
+		typeof senderFault !== "boolean" || !Number.isInteger(count) || count < 0)
+		return { error: "expected {action, match, code, message?, senderFault: boolean, count: integer >= 0}" };
+	return { rule: { action, match, code, message, senderFault, count } };
+}
+
+function setRefusal(rule) {
+	const at = refusals.findIndex((r) => r.action === rule.action && r.match === rule.match);
+	if (at >= 0)
+		refusals.splice(at, 1);
+	if (rule.count > 0)
+		refusals.splice(at >= 0 ? at : refusals.length, 0, rule);
+}
+
+// The entries of an SQS JSON batch call that rules refuse, taken out of the
+// body fauxqs gets: null when none is, else { body, failed, all } with the
+// body to forward and the Failed entries to answer. A malformed batch (no
+// entries, more than 10, ids not distinct) goes to fauxqs whole, to be
+// refused as a whole the way SQS does, and spends no rule.
+function refuseEntries(ctx, body) {
+	const action = sqsAction(ctx);
+	const fields = REFUSABLE[action];
+	if (!fields || !refusals.some((r) => r.action === action))
+		return null;
+	let call;
+	try {
+		call = JSON.parse(body.toString());
+	} catch {
+		return null;
+	}
+	const entries = call?.Entries;
+	if (!Array.isArray(entries) || entries.length === 0 || entries.length > 10 ||
+		new Set(entries.map((e) => e?.Id)).size !== entries.length)
+		return null;
+	const kept = [];
+	const failed = [];
+	for (const entry of entries) {
+		const texts = fields(entry ?? {}).filter((t) => typeof t === "string");
+		const rule = refusals.find((r) => r.action === action && r.count > 0 &&
+			(r.match === "" || texts.some((t) => t.includes(r.match))));
+		if (!rule) {
+			kept.push(entry);
+			continue;
+		}
+		rule.count--;
+		if (rule.count === 0)
+			refusals.splice(refusals.indexOf(rule), 1);
+		failed.push({ Id: entry.Id, SenderFault: rule.senderFault, Code: rule.code, Message: rule.message });
+		refusedLog.push({ action, id: entry.Id, code: rule.code, senderFault: rule.senderFault, at: Date.now() });
+		if (refusedLog.length > 10000)
+			refusedLog.shift();
+		console.error(`${new Date().toISOString()} sigv4-front: refused ${action} entry ${entry.Id} ` +
+			`${rule.code} senderFault=${rule.senderFault} (rule match "${rule.match}", ${rule.count} left): ${rule.message}`);
+	}
+	if (failed.length === 0)
+		return null;
+	return { body: Buffer.from(JSON.stringify({ ...call, Entries: kept })), failed, all: kept.length === 0 };
+}
+
+// fauxqs's answer to the entries it got, with the refused ones added to
+// Failed; anything but a JSON object (an error page) is left as it is.
+function mergeFailed(answer, failed) {
+	let value;
+	try {
+		value = JSON.parse(answer.toString());
+	} catch {
+		return answer;
+	}
+	if (value === null || typeof value !== "object" || Array.isArray(value))
+		return answer;
+	return Buffer.from(JSON.stringify({
+		...value,
+		Successful: value.Successful ?? [],
+		Failed: [...(value.Failed ?? []), ...failed],
+	}));
+}
+
+// The answer to a batch every entry of which was refused: fauxqs is not
+// called, as it would refuse an empty batch. (Nor does this check that the
+// queue exists, which SQS would.)
+function answerAllRefused(res, failed) {
+	const payload = JSON.stringify({ Successful: [], Failed: failed });
+	res.writeHead(200, {
+		"content-type": "application/x-amz-json-1.0",
+		"x-amzn-requestid": randomUUID(),
+		"content-length": Buffer.byteLength(payload),
+	});
+	res.end(payload);
+}
+
 async function handle(req, res) {
 	const { rawPath, rawQuery } = splitUrl(req.url);
 	if (req.method === "GET" && rawPath === "/_front/health")
@@ -851,6 +989,21 @@ async function handle(req, res) {
 		const since = Number(queryParam(parseQuery(rawQuery), "since") ?? 0);
 		return sendJson(res, 200, visibilityLog.filter((e) => e.arrivedAt >= since));
 	}
+	if (req.method === "POST" && rawPath === "/_front/refuse") {
+		let value;
+		try {
+			value = await readJson(req);
+		} catch {
+			return sendJson(res, 400, { error: "body is not JSON" });
+		}
+		const { rule, error } = refusalRule(value);
+		if (error)
+			return sendJson(res, 400, { error });
+		setRefusal(rule);
+		return sendJson(res, 200, rule);
+	}
+	if (req.method === "GET" && rawPath === "/_front/refused")
+		return sendJson(res, 200, refusedLog);
 	if (req.method === "GET" && rawPath === "/_front/calls")
 		return sendJson(res, 200, Object.fromEntries(calls));
 	if (req.method === "GET" && rawPath.startsWith("/_fauxqs/"))
@@ -869,9 +1022,18 @@ async function handle(req, res) {
 		// fauxqs takes SQS JSON calls on "/" only; SQS also takes them on the
 		// queue URL's path, so clients may post there.
 		const path = ctx.protocol === "json" && rawPath !== "/" ? `/${rawQuery ? `?${rawQuery}` : ""}` : undefined;
+		// Entries are refused as the call arrives, before any hold, so that
+		// of several calls the first to arrive spends a rule; a refused
+		// visibility change never reaches fauxqs, nor the visibility log.
+		const refused = ctx.protocol === "json" ? refuseEntries(ctx, body) : null;
 		if (ctx.protocol === "json")
-			await beforeForward(ctx, body);
+			await beforeForward(ctx, refused?.body ?? body);
+		// A call answered here in full counts too: SQS would have had it.
 		countCall(ctx.protocol === "json" ? sqsAction(ctx) : "query");
+		if (refused?.all)
+			return answerAllRefused(res, refused.failed);
+		if (refused)
+			return forward(ctx, { body: refused.body, path, transform: (answer) => mergeFailed(answer, refused.failed) });
 		return forward(ctx, { body, path });
 	}
 

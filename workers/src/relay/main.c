@@ -60,12 +60,13 @@ take_signals(void)
 static json_t *
 stats_json(const relay *r)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
 					 "claims", (json_int_t) r->stats.claims,
 					 "claimed", (json_int_t) r->stats.claimed,
 					 "sent", (json_int_t) r->stats.sent,
 					 "acked", (json_int_t) r->stats.acked,
 					 "nacked", (json_int_t) r->stats.failed,
+					 "deadLettered", (json_int_t) r->stats.dead_lettered,
 					 "calls", (json_int_t) r->stats.calls,
 					 "failedCalls", (json_int_t) r->stats.failed_calls,
 					 "statements", (json_int_t) r->stats.statements,
@@ -97,7 +98,7 @@ min_int(int a, int b)
 static bool
 outcomes_pending(const relay *r)
 {
-	return r->acks.n > 0 || r->nacks.n > 0;
+	return r->acks.n > 0 || r->nacks.n > 0 || r->dead.n > 0;
 }
 
 /*
@@ -340,6 +341,7 @@ main(int argc, char **argv)
 	relay_destinations_free(&r);
 	relay_outcomes_free(&r.acks);
 	relay_outcomes_free(&r.nacks);
+	relay_outcomes_free(&r.dead);
 	pf_sqs_destroy(r.sqs);
 	pf_aws_client_destroy(r.aws);
 	pf_aws_credentials_provider_destroy(r.credentials);

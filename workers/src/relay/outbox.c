@@ -2,7 +2,7 @@
  * outbox.c
  *		The relay's side of payflow's outbox: claim rows, and hand back the
  *		outcome of each send (outbox_ack for accepted entries, outbox_nack
- *		for failed ones).
+ *		for failed ones, outbox_dead_letter for those SQS refuses for good).
  *
  * Everything due goes to the database in one statement (one round trip,
  * one transaction): the acks and nacks gathered since the last one, and a
@@ -124,7 +124,7 @@ relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bo
 bool
 relay_outcomes_due(const relay *r, int64_t now, bool stopping)
 {
-	if (r->nacks.n > 0)
+	if (r->nacks.n > 0 || r->dead.n > 0)
 		return true;
 	if (r->acks.n == 0)
 		return false;
@@ -136,7 +136,7 @@ relay_outcomes_due(const relay *r, int64_t now, bool stopping)
 int64_t
 relay_outcomes_deadline(const relay *r)
 {
-	if (r->nacks.n > 0)
+	if (r->nacks.n > 0 || r->dead.n > 0)
 		return 0;
 	return r->acks.n > 0 ? r->acks.oldest_ms + ACK_DELAY_MS : INT64_MAX;
 }
@@ -177,11 +177,12 @@ relay_outcomes_free(relay_outcomes *o)
 void
 relay_outcomes_abandon(relay *r)
 {
-	if (r->acks.n + r->nacks.n > 0)
-		pf_log_warn(NULL, "stopping without writing %d ack(s) and %d nack(s): "
-					"those events are sent again once their claims expire", r->acks.n, r->nacks.n);
+	if (r->acks.n + r->nacks.n + r->dead.n > 0)
+		pf_log_warn(NULL, "stopping without writing %d ack(s), %d nack(s) and %d dead letter(s): "
+					"those events are sent again once their claims expire", r->acks.n, r->nacks.n, r->dead.n);
 	outcomes_drop(&r->acks, r->acks.n);
 	outcomes_drop(&r->nacks, r->nacks.n);
+	outcomes_drop(&r->dead, r->dead.n);
 	r->unacked_calls = 0;
 }
 
@@ -215,16 +216,17 @@ array_literal(pf_buf *out, char **items, int n)
 #define STMT_ACK	0x01
 #define STMT_NACK	0x02
 #define STMT_CLAIM	0x04
+#define STMT_DEAD	0x08
 
 /* The parameters and text of one statement; see build_statement. */
 typedef struct statement
 {
 	int			shape;			/* STMT_* bits: which parts it has */
 	pf_buf		sql;
-	pf_buf		arrays[4];
+	pf_buf		arrays[6];
 	char		claim_max[16];
 	char		lease[16];
-	const char *params[7];
+	const char *params[9];
 	int			nparams;
 } statement;
 
@@ -237,13 +239,20 @@ typedef struct statement
  *				  FROM unnest($4::uuid[], $5::text[]) AS x(e, m)) k
  *	  LEFT JOIN LATERAL payflow.outbox_claim($6, $1, $7) c ON true
  *
+ * Dead letters, rare, are a fourth part of their own (only in the
+ * statements that carry one, so that a relay newer than its database's
+ * payflow writes acks and nacks all the same):
+ *
+ *	  CROSS JOIN (SELECT count(*) FILTER (WHERE payflow.outbox_dead_letter(x.e, x.m, $1)) AS n
+ *				  FROM unnest($N::uuid[], $M::text[]) AS x(e, m)) d
+ *
  * $1 is the relay id: the database takes acks and nacks only from the
  * relay that holds the claim.  The claim is the inner side of the join,
  * so it runs after the acks and may already hand out later events of the
  * acked rows' message groups.
  */
 static void
-build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
+build_statement(relay *r, statement *st, int n_acks, int n_nacks, int n_dead, int claim_max)
 {
 	const char *ack_count = "NULL::integer";
 	const char *nack_count = "NULL::bigint";
@@ -273,6 +282,19 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int claim_max)
 					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
 		nack_count = "k.n";
 		st->shape |= STMT_NACK;
+	}
+	if (n_dead > 0)
+	{
+		array_literal(&st->arrays[4], r->dead.event_ids, n_dead);
+		array_literal(&st->arrays[5], r->dead.texts, n_dead);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[4]);
+		st->params[st->nparams++] = pf_buf_str(&st->arrays[5]);
+		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_dead_letter(x.e, x.m, $1)) AS n "
+					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) d",
+					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
+		/* counted with the nacks: no column of its own */
+		nack_count = (st->shape & STMT_NACK) ? "k.n + d.n" : "d.n";
+		st->shape |= STMT_DEAD;
 	}
 	if (claim_max > 0)
 	{
@@ -326,10 +348,14 @@ adopt_connection(relay *r, PGconn *conn)
 	PQsetNoticeProcessor(conn, log_notice, NULL);
 }
 
-static const char *const statement_names[8] = {
-	NULL, "payflow_relay_a", "payflow_relay_n", "payflow_relay_an",
-	"payflow_relay_c", "payflow_relay_ac", "payflow_relay_nc", "payflow_relay_anc"
-};
+/* The prepared name of a shape: payflow_relay_ plus a letter per part (a, n, c, d). */
+static const char *
+statement_name(int shape, char *name, size_t size)
+{
+	snprintf(name, size, "payflow_relay_%s%s%s%s", (shape & STMT_ACK) ? "a" : "", (shape & STMT_NACK) ? "n" : "",
+			 (shape & STMT_CLAIM) ? "c" : "", (shape & STMT_DEAD) ? "d" : "");
+	return name;
+}
 
 /*
  * Prepare st's shape on this connection unless done already: the outer
@@ -341,11 +367,12 @@ prepare(relay *r, PGconn *conn, const statement *st)
 {
 	PGresult   *res;
 	bool		ok;
+	char		name[32];
 
 	adopt_connection(r, conn);
 	if (r->prepared_shapes & (1u << st->shape))
 		return true;
-	res = PQprepare(conn, statement_names[st->shape], st->sql.data, st->nparams, NULL);
+	res = PQprepare(conn, statement_name(st->shape, name, sizeof(name)), st->sql.data, st->nparams, NULL);
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (ok)
 		r->prepared_shapes |= 1u << st->shape;
@@ -359,7 +386,7 @@ static void
 statement_free(statement *st)
 {
 	pf_buf_free(&st->sql);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		pf_buf_free(&st->arrays[i]);
 }
 
@@ -413,6 +440,7 @@ take_result(relay *r, PGresult *res)
 	r->stats.acked += acked;
 	r->unacked_calls -= outcomes_drop(&r->acks, r->db.n_acks);
 	outcomes_drop(&r->nacks, r->db.n_nacks);
+	outcomes_drop(&r->dead, r->db.n_dead);
 	/*
 	 * Later events of the acked rows' message groups may be claimable now;
 	 * a claim in the same statement ran after the acks and took them.
@@ -458,10 +486,12 @@ take_failure(relay *r, const pf_error *err)
 		r->claim_wanted = true;
 	if (err->result != PF_ERR_TRANSIENT)
 	{
-		pf_log_error(NULL, "dropping %d ack(s) and %d nack(s) the database refuses: "
-					 "those events are sent again once their claims expire", r->db.n_acks, r->db.n_nacks);
+		pf_log_error(NULL, "dropping %d ack(s), %d nack(s) and %d dead letter(s) the database refuses: "
+					 "those events are sent again once their claims expire", r->db.n_acks, r->db.n_nacks,
+					 r->db.n_dead);
 		r->unacked_calls -= outcomes_drop(&r->acks, r->db.n_acks);
 		outcomes_drop(&r->nacks, r->db.n_nacks);
+		outcomes_drop(&r->dead, r->db.n_dead);
 	}
 }
 
@@ -469,7 +499,8 @@ static void
 request_done(relay *r)
 {
 	if (pf_log_enabled(PF_LOG_DEBUG))
-		pf_log_write(PF_LOG_DEBUG, NULL, json_pack("{s:i,s:i,s:i,s:I}", "acks", r->db.n_acks, "nacks", r->db.n_nacks,
+		pf_log_write(PF_LOG_DEBUG, NULL, json_pack("{s:i,s:i,s:i,s:i,s:I}", "acks", r->db.n_acks, "nacks", r->db.n_nacks,
+												   "deadLetters", r->db.n_dead,
 												   "claim", r->db.claim_max, "ms", (json_int_t) (pf_now_ms() - r->db.started_ms)),
 					 "outbox statement done");
 	memset(&r->db, 0, sizeof(r->db));
@@ -486,18 +517,21 @@ relay_db_send(relay *r, int claim_max)
 	statement	st;
 	PGconn	   *conn = pf_pg_conn(r->pg);
 
-	if (r->db.active || (r->acks.n == 0 && r->nacks.n == 0 && claim_max <= 0))
+	char		name[32];
+
+	if (r->db.active || (r->acks.n == 0 && r->nacks.n == 0 && r->dead.n == 0 && claim_max <= 0))
 		return;
 	r->db.n_acks = r->acks.n;
 	r->db.n_nacks = r->nacks.n;
+	r->db.n_dead = r->dead.n;
 	r->db.claim_max = claim_max > 0 ? claim_max : 0;
-	build_statement(r, &st, r->db.n_acks, r->db.n_nacks, r->db.claim_max);
+	build_statement(r, &st, r->db.n_acks, r->db.n_nacks, r->db.n_dead, r->db.claim_max);
 	r->db.started_ms = pf_now_ms();
 	r->stats.statements++;
 
 	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
 		prepare(r, conn, &st) &&
-		PQsendQueryPrepared(conn, statement_names[st.shape], st.nparams, st.params, NULL, NULL, 0))
+		PQsendQueryPrepared(conn, statement_name(st.shape, name, sizeof(name)), st.nparams, st.params, NULL, NULL, 0))
 	{
 		r->db.active = true;
 	}

@@ -9,7 +9,10 @@
  * MessageDeduplicationId from the row (the SQS client leaves both out for
  * standard queues). No event is ever dropped here: whatever cannot be sent
  * (an unknown destination, a refused entry, a failed call) is nacked and
- * stays in the outbox.
+ * stays in the outbox, except an entry SQS refuses for what the message
+ * is (refused_for_good): retrying it could only loop, so it becomes a dead
+ * letter in the database (outbox_dead_letter), which fails the step it
+ * asked for.
  */
 #include "relay.h"
 
@@ -55,6 +58,27 @@ relay_nack_event(relay *r, relay_event *ev, const char *error)
 {
 	relay_outcomes_add(&r->nacks, ev->event_id, error, false);
 	r->stats.failed++;
+}
+
+/*
+ * Whether SQS refused this entry for what the message is, so that sending
+ * it again can never succeed: characters SQS does not take, a message over
+ * its size limit.  Only these: other sender faults (a queue of the wrong
+ * type, a KMS key disabled, access denied) are the deployment's, not the
+ * event's, and an operator's fix lets the nacked events through; failing
+ * every operation instead would turn a configuration slip into lost work.
+ */
+static bool
+refused_for_good(const pf_sqs_entry_result *e)
+{
+	static const char *const codes[] = {"InvalidMessageContents", "MessageTooLong"};
+
+	if (e == NULL || !e->sender_fault || e->code == NULL)
+		return false;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strcmp(e->code, codes[i]) == 0)
+			return true;
+	return false;
 }
 
 void
@@ -474,6 +498,16 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 				snprintf(error, sizeof(error), "SQS refused the message: %.64s: %.400s", e->code, e->message);
 			else
 				snprintf(error, sizeof(error), "SQS answered nothing for this batch entry");
+			if (refused_for_good(e))
+			{
+				pf_log_write(PF_LOG_ERROR, &ids,
+							 json_pack("{s:s,s:s,s:b}", "destination", b->destination->name,
+									   "errorCode", e->code, "senderFault", true),
+							 "%s; the event becomes a dead letter and its step fails", error);
+				relay_outcomes_add(&r->dead, ev->event_id, error, false);
+				r->stats.dead_lettered++;
+				continue;
+			}
 			pf_log_write(PF_LOG_WARN, &ids,
 						 json_pack("{s:s,s:s,s:b}", "destination", b->destination->name,
 								   "errorCode", e && e->code ? e->code : "NoResult",

@@ -73,13 +73,13 @@ typedef struct relay_batch
 	relay_event *events[PF_SQS_MAX_BATCH];
 } relay_batch;
 
-/* Acks or nacks waiting for the database, as two parallel text arrays. */
+/* Acks, nacks or dead letters waiting for the database, as parallel arrays. */
 typedef struct relay_outcomes
 {
 	int			n;
 	int			cap;
 	char	  **event_ids;
-	char	  **texts;			/* message ids (acks) or errors (nacks) */
+	char	  **texts;			/* message ids (acks) or errors (the others) */
 	bool	   *call_end;		/* the last ack of a call: writing it frees
 								 * the call's place */
 	int64_t		oldest_ms;		/* when the oldest of them was added */
@@ -91,6 +91,7 @@ typedef struct relay_db_request
 	bool		active;
 	int			n_acks;			/* the first n of r->acks */
 	int			n_nacks;
+	int			n_dead;			/* the first n of r->dead */
 	int			claim_max;		/* 0: no claim in it */
 	int64_t		started_ms;
 } relay_db_request;
@@ -101,6 +102,7 @@ typedef struct relay_stats
 	long		claimed;
 	long		sent;			/* accepted by SQS */
 	long		failed;			/* entries nacked */
+	long		dead_lettered;	/* entries SQS refused for good */
 	long		acked;			/* rows the database deleted */
 	long		calls;
 	long		failed_calls;
@@ -128,6 +130,7 @@ typedef struct relay
 
 	relay_outcomes acks;
 	relay_outcomes nacks;
+	relay_outcomes dead;		/* refused for good: outbox_dead_letter */
 	relay_db_request db;
 	unsigned long prepared_generation;	/* pf_pg_generation of the connection
 										 * the shapes below are prepared in */

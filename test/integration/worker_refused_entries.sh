@@ -47,7 +47,7 @@ for i in $(seq 1 6); do ops_a+=("$(wk_submit "$P-a$i")"); done
 pf_ok "six payments complete" pf_wait_for 30 statuses_are PAYMENT_COMPLETED "${ops_a[@]}"
 pf_ok "the queue drains" pf_wait_for 30 queue_idle "$PAYFLOW_QUEUE_URL"
 pf_eq "the front refused three deletes" 3 "$(refused DeleteMessageBatch InternalError)"
-pf_ok "the worker sent them again" grep -q 'SQS delete failed for a message (.*); sent again' "$WK_DIR/worker.log"
+pf_ok "the worker sent them again" pf_wait_for 10 grep -q 'SQS delete failed for a message (.*); sent again' "$WK_DIR/worker.log"
 sleep $((PAYFLOW_VISIBILITY_TIMEOUT + 2))
 pf_eq "no message came back (nothing skipped)" 0 "$(skipped)"
 wk_invariants "${ops_a[@]}"
@@ -57,8 +57,9 @@ refuse DeleteMessageBatch ReceiptHandleIsInvalid true 2
 ops_b=()
 for i in $(seq 1 4); do ops_b+=("$(wk_submit "$P-b$i")"); done
 pf_ok "four payments complete" pf_wait_for 30 statuses_are PAYMENT_COMPLETED "${ops_b[@]}"
+# (the deletes leave in a batch after the completions: wait for their answer)
 pf_ok "the worker says the two messages come back" \
-	grep -q 'SQS delete failed for a message: .*comes back after its visibility timeout' "$WK_DIR/worker.log"
+	pf_wait_for 10 grep -q 'SQS delete failed for a message: .*comes back after its visibility timeout' "$WK_DIR/worker.log"
 pf_ok "they come back, are found done and skipped" pf_wait_for 30 at_least 2 skipped
 pf_ok "and are deleted then (the queue drains)" pf_wait_for 30 queue_idle "$PAYFLOW_QUEUE_URL"
 pf_eq "one attempt each" "1 1 1 1" "$(for op in "${ops_b[@]}"; do wk_attempts "$op"; done | paste -sd' ')"

@@ -231,6 +231,26 @@ typedef struct statement
 } statement;
 
 /*
+ * A part that calls FUNCTION(event_id, error, relay_id) once per outcome
+ * and counts the true answers, as ALIAS.n; its two arrays become the next
+ * two parameters.
+ */
+static void
+add_per_event_part(statement *st, pf_buf *from, const relay_outcomes *o, int n, const char *function,
+				   const char *alias)
+{
+	int			slot = st->nparams;	/* a free pair of st->arrays: $1 is not one */
+
+	array_literal(&st->arrays[slot - 1], o->event_ids, n);
+	array_literal(&st->arrays[slot], o->texts, n);
+	st->params[st->nparams++] = pf_buf_str(&st->arrays[slot - 1]);
+	st->params[st->nparams++] = pf_buf_str(&st->arrays[slot]);
+	pf_buf_appendf(from, "%s(SELECT count(*) FILTER (WHERE payflow.%s(x.e, x.m, $1)) AS n "
+				   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) %s",
+				   from->len > 0 ? " CROSS JOIN " : "", function, st->nparams - 1, st->nparams, alias);
+}
+
+/*
  * One statement for everything due, e.g. with all three parts:
  *
  *	SELECT a.n, k.n, c.* FROM
@@ -273,25 +293,13 @@ build_statement(relay *r, statement *st, int n_acks, int n_nacks, int n_dead, in
 	}
 	if (n_nacks > 0)
 	{
-		array_literal(&st->arrays[2], r->nacks.event_ids, n_nacks);
-		array_literal(&st->arrays[3], r->nacks.texts, n_nacks);
-		st->params[st->nparams++] = pf_buf_str(&st->arrays[2]);
-		st->params[st->nparams++] = pf_buf_str(&st->arrays[3]);
-		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_nack(x.e, x.m, $1)) AS n "
-					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) k",
-					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
+		add_per_event_part(st, &from, &r->nacks, n_nacks, "outbox_nack", "k");
 		nack_count = "k.n";
 		st->shape |= STMT_NACK;
 	}
 	if (n_dead > 0)
 	{
-		array_literal(&st->arrays[4], r->dead.event_ids, n_dead);
-		array_literal(&st->arrays[5], r->dead.texts, n_dead);
-		st->params[st->nparams++] = pf_buf_str(&st->arrays[4]);
-		st->params[st->nparams++] = pf_buf_str(&st->arrays[5]);
-		pf_buf_appendf(&from, "%s(SELECT count(*) FILTER (WHERE payflow.outbox_dead_letter(x.e, x.m, $1)) AS n "
-					   "FROM unnest($%d::uuid[], $%d::text[]) AS x(e, m)) d",
-					   from.len > 0 ? " CROSS JOIN " : "", st->nparams - 1, st->nparams);
+		add_per_event_part(st, &from, &r->dead, n_dead, "outbox_dead_letter", "d");
 		/* counted with the nacks: no column of its own */
 		nack_count = (st->shape & STMT_NACK) ? "k.n + d.n" : "d.n";
 		st->shape |= STMT_DEAD;

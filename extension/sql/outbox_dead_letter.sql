@@ -13,7 +13,7 @@
 -- Takes an event this relay holds the claim of out of the outbox for good:
 -- a dead letter (source 'event') keeps its body and the error; when it was
 -- the request of its operation's open step, and no worker holds that step,
--- the operation fails there (PF-coded error EVENT_REFUSED, OperationFailed,
+-- the operation fails there (error code EVENT_REFUSED, OperationFailed,
 -- a step dead letter that admin_replay_dead_letters can replay).  False
 -- when this relay holds no claim on it (another relay's, or gone).
 CREATE FUNCTION payflow.outbox_dead_letter(event_id uuid, error text, relay_id text DEFAULT NULL)
@@ -25,7 +25,6 @@ DECLARE
 	e payflow.outbox;
 	o payflow.operations;
 	s payflow.steps;
-	v_step text;
 	v_error jsonb;
 BEGIN
 	IF event_id IS NULL THEN
@@ -46,24 +45,17 @@ BEGIN
 	VALUES ('event', e.operation_id, e.destination, payflow._mask_card_numbers(e.body::text),
 			payflow._mask_card_numbers(v_error), e.attempts);
 
-	-- The step this event asks to run, if it is its operation's open step.
+	-- The operation fails at its open step if this event asked for that
+	-- step and no worker runs it.  A running step has its worker (the event
+	-- was a second request, e.g. a re-drive): that worker decides how it ends.
 	SELECT * INTO o FROM payflow.operations x WHERE x.id = e.operation_id FOR UPDATE;
-	IF NOT FOUND OR payflow._is_terminal(o.status) THEN
-		RETURN true;
-	END IF;
-	SELECT d.step_name INTO v_step
-	  FROM payflow.step_definitions d
-	 WHERE d.pipeline_version = o.pipeline_version AND d.request_event = e.event_type
-	   AND d.step_name = o.current_step;
-	IF v_step IS NULL THEN
-		RETURN true;
-	END IF;
-	SELECT * INTO s FROM payflow.steps x
-	 WHERE x.operation_id = o.id AND x.step_name = v_step FOR UPDATE;
-	-- A running step has its worker (this was a second request, e.g. a
-	-- re-drive): that worker decides how it ends.
-	IF FOUND AND s.status IN ('PENDING', 'RETRY_WAIT') THEN
-		PERFORM payflow._fail_operation(o, s, v_error, 'relay:' || relay_id);
+	IF FOUND AND NOT payflow._is_terminal(o.status)
+	   AND (payflow._step_of(o.pipeline_version, o.current_step)).request_event = e.event_type THEN
+		SELECT * INTO s FROM payflow.steps x
+		 WHERE x.operation_id = o.id AND x.step_name = o.current_step FOR UPDATE;
+		IF FOUND AND s.status IN ('PENDING', 'RETRY_WAIT') THEN
+			PERFORM payflow._fail_operation(o, s, v_error, 'relay:' || relay_id);
+		END IF;
 	END IF;
 	RETURN true;
 END

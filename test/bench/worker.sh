@@ -131,6 +131,13 @@ wait "$pid" || rc=$?
 # the worker's log outlives the run, for a look at what went wrong
 cp "$WK_DIR/bench.log" "${BENCH_WORKER_LOG:-/tmp/payflow-bench-worker-$CALLS.log}"
 
+# The floor under "KiB per call": one legacy session through unixODBC and
+# psqlODBC with a statement run, in a program of its own (no worker).
+driver_floor="(not measured: odbc_session_memory did not build)"
+if cc -O2 -o "$WK_DIR/odbc_session_memory" test/bench/odbc_session_memory.c -lodbc 2>"$WK_DIR/odbc_session_memory.err"; then
+	driver_floor=$("$WK_DIR/odbc_session_memory" $((CALLS < 300 ? CALLS : 300)) "$PAYFLOW_LEGACY_ODBC" 'SELECT 1' 2>&1 || true)
+fi
+
 printf '%-52s %s\n' \
 	"operations completed" "$done_count of $CALLS in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s (calls span ${span} s)" \
 	"legacy calls at once (peak seen / from call_log)" "$peak_running / $max_overlap" \
@@ -139,6 +146,7 @@ printf '%-52s %s\n' \
 	"peak RSS (VmHWM)" "$((hwm / 1024)) MiB ($(((hwm - rss_start) / CALLS)) KiB per call over $((rss_start / 1024)) MiB idle)" \
 	"RSS at the end" "$((rss_end / 1024)) MiB" \
 	"RSS at the peak of calls, by kind" "$rss_kinds" \
+	"legacy driver alone (odbc_session_memory)" "$driver_floor" \
 	"heartbeat cost" "$hb_cost" \
 	"threads (peak)" "$peak_threads" \
 	"sessions: legacy_client / payflow-worker (peak)" "$peak_legacy_sessions / $peak_db_sessions" \

@@ -21,10 +21,12 @@ OBJS = \
 # The version is written in one place, the control file's default_version.
 EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" extension/payflow.control)
 MODULEDIR = extension
-# Released versions are git tags (v0.1.0, ...): their full scripts are not
-# kept (test/lib/released.sh builds them from the tags). The current full
-# script and the update scripts are assembled from the shared SQL source and the C
-# flavour's helpers (extension/sql/assemble.sh).
+# Released versions are named by commit in extension/released-versions: their
+# full scripts are not kept (test/lib/released.sh builds them from those
+# commits), and their update scripts include only frozen snapshots
+# (extension/sql/released/README.md). The current full script and the update
+# scripts are assembled from the shared SQL source and the C flavour's helpers
+# (extension/sql/assemble.sh).
 UPDATE_SCRIPTS = $(patsubst extension/sql/%,extension/%,$(wildcard extension/sql/payflow--*--*.sql))
 DATA = extension/payflow.control
 DATA_built = extension/payflow--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
@@ -86,9 +88,11 @@ soak:
 
 endif
 
-FLAVOUR_SOURCES = extension/sql/payflow.sql extension/sql/assemble.sh \
+FLAVOUR_SOURCES = extension/sql/payflow.sql extension/sql/assemble.sh extension/released-versions \
 	$(filter-out extension/sql/payflow%,$(wildcard extension/sql/*.sql)) \
-	$(wildcard extension/sql/flavour-c/*.sql) $(wildcard extension/sql/flavour-sql/*.sql)
+	$(wildcard extension/sql/flavour-c/*.sql) $(wildcard extension/sql/flavour-sql/*.sql) \
+	$(wildcard extension/sql/released/*/*.sql extension/sql/released/*/functions/*.sql) \
+	$(wildcard extension/sql/flavour-c/released/*/*.sql extension/sql/flavour-sql/released/*/*.sql)
 
 # The full install script of the current version, assembled at build time
 # from the shared source, so each release adds an update script instead of

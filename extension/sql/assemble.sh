@@ -13,9 +13,11 @@
 # "--@@ flavour grants @@", where the flavour's helpers.sql and grants.sql
 # go.  Nothing else differs: a business rule is never written twice.
 # "--@@ include FILE @@" puts extension/sql/FILE in its place: a concern
-# kept in a file of its own (admin.sql), shared by the full script and the
-# update script of the version that brings it; "--@@ flavour include FILE
-# @@" the flavour's own FILE (the transition check: C, or its PL/pgSQL twin).
+# kept in a file of its own (admin.sql), shared by the full script and,
+# until its version is released, the update script that brings it; "--@@
+# flavour include FILE @@" the flavour's own FILE (the transition check: C,
+# or its PL/pgSQL twin).  A released update script includes only frozen
+# copies, released/VERSION/... (released/README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mode=${1:?usage: assemble.sh c|dist|tle VERSION}
@@ -25,9 +27,25 @@ version=${2:?usage: assemble.sh c|dist|tle VERSION}
 # are also assembled for that flavour.
 first_sql_version=0.3.0
 
+# The update script of a version extension/released-versions lists may
+# include only frozen copies (released/...): a live file goes on changing,
+# and the update to that version would change with it.
+frozen_only() {
+	local script=$1 to
+	to=${script##*--}
+	to=${to%.sql}
+	if awk -v v="$to" '$1 == v { found = 1 } END { exit !found }' "$here/../released-versions" 2>/dev/null &&
+		awk '$1 == "--@@" && ($2 == "include" && $3 !~ /^released\// || $3 == "include" && $4 !~ /^released\//) { live = 1 }
+			END { exit !live }' "$script"; then
+		echo "assemble.sh: $script updates to released $to but includes a live file; include its copy under released/ (released/README.md)" >&2
+		exit 1
+	fi
+}
+
 # A shared source with one flavour's files in place.
 flavoured() {
 	local flavour=$1 source=$2
+	case $source in *payflow--*--*.sql) frozen_only "$source" ;; esac
 	awk -v here="$here" -v flavour="$flavour" -v helpers="$here/flavour-$flavour/helpers.sql" -v grants="$here/flavour-$flavour/grants.sql" '
 		function include(file,   line) {
 			while ((getline line < file) > 0) print line

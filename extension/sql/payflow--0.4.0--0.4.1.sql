@@ -6,4 +6,4 @@
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.4.1'" to load this file. \quit
 
---@@ include backup.sql @@
+--@@ include released/0.4.1/backup.sql @@

@@ -1,0 +1,3 @@
+CREATE FUNCTION payflow._flavour() RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT 'c'::text $$;

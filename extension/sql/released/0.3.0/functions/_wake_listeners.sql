@@ -1,0 +1,3 @@
+CREATE FUNCTION payflow._wake_listeners() RETURNS void
+	LANGUAGE sql VOLATILE
+	AS $$ SELECT $$;

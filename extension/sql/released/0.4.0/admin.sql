@@ -1,0 +1,821 @@
+---------------------------------------------------------------------------
+-- The admin API (new in 0.4.0): admin keys, the operator console's reads
+-- and actions.  Included by payflow.sql and by the 0.3.0 -> 0.4.0 update
+-- script (assemble.sh), in both flavours: plain SQL and PL/pgSQL only.
+--
+-- The HTTP edge logs in with payflow_app's rights and no admin role; it
+-- gets payflow_console, whose functions below take an admin key as their
+-- first argument and do nothing without a valid one.  So the key, not the
+-- login, is the authority, and every action is recorded with the key's
+-- name as its actor ("admin:<name>") in the operation's history and in
+-- payflow.admin_actions.
+---------------------------------------------------------------------------
+
+DO $console_role$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'payflow_console') THEN
+		CREATE ROLE payflow_console NOLOGIN;
+	END IF;
+END
+$console_role$;
+
+-- Admin keys live beside the tenants' keys, so that revoke_api_key works
+-- on both.  Their hash is taken over a prefixed secret: authenticate()
+-- (sha256 of the plain secret) can never match one, so an admin key binds
+-- no tenant and cannot submit payments.
+ALTER TABLE payflow.api_keys ADD COLUMN kind text NOT NULL DEFAULT 'tenant'
+	CONSTRAINT api_keys_kind_check CHECK (kind IN ('tenant', 'admin'));
+
+-- Every action taken with an admin key, whatever it changed (webhook
+-- replays touch no operation's history).  Written by operators only, so it
+-- stays small; never purged, as an audit trail should not be.
+CREATE TABLE payflow.admin_actions (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at timestamptz NOT NULL DEFAULT now(),
+	key_id bigint NOT NULL,
+	actor text NOT NULL,
+	action text NOT NULL,
+	target text NOT NULL,
+	outcome jsonb NOT NULL
+);
+
+-- One row per step attempt that ended without success (the steps table
+-- keeps only the latest attempt): who ran it, when, and how it ended.
+-- Written by a trigger on payflow.steps whose WHEN clause skips
+-- heartbeats, claims and successes: the attempt that succeeded is the
+-- steps row itself (admin_operation shows it from there), so the common
+-- path -- every step right the first time -- writes nothing more than
+-- before (0.4.0's bench: the row per success cost 0.8 KB of WAL per
+-- operation).  Deleted with its operation (purge) by a statement trigger
+-- on payflow.operations.
+CREATE TABLE payflow.step_attempts (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint GENERATED ALWAYS AS IDENTITY,
+	step_name text NOT NULL,
+	attempt integer NOT NULL,
+	worker text,
+	started_at timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	outcome text NOT NULL,		-- SUCCEEDED, RETRY_WAIT, FAILED, lease_expired
+	error jsonb,
+	PRIMARY KEY (operation_id, id)
+);
+
+-- The admin list pages through operations newest first by id (a ULID,
+-- so id order is creation order): the primary key serves it with no
+-- filter, these two with a tenant or a payment id.  Neither column ever
+-- changes, so status updates stay HOT; each costs one entry per submit.
+CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id);
+CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id);
+-- An operation's published events and their SQS message ids.
+CREATE INDEX outbox_published_operation_idx ON payflow.outbox_published (operation_id);
+
+---------------------------------------------------------------------------
+-- Internal helpers
+---------------------------------------------------------------------------
+
+CREATE FUNCTION payflow._admin_key_hash(secret text) RETURNS bytea
+	LANGUAGE sql IMMUTABLE STRICT
+	AS $$ SELECT sha256(convert_to('payflow-admin:' || secret, 'UTF8')) $$;
+
+-- The live admin key of this secret, else 28000 (no key, unknown, revoked)
+-- or 42501 (a tenant's key: known, but not allowed here).
+CREATE FUNCTION payflow._admin_key(admin_key text) RETURNS payflow.api_keys
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	k payflow.api_keys;
+BEGIN
+	IF admin_key IS NOT NULL AND octet_length(admin_key) BETWEEN 1 AND 200 THEN
+		SELECT * INTO k FROM payflow.api_keys a
+		 WHERE a.key_hash = payflow._admin_key_hash(admin_key) AND a.kind = 'admin' AND a.revoked_at IS NULL;
+		IF FOUND THEN
+			RETURN k;
+		END IF;
+		IF EXISTS (SELECT FROM payflow.api_keys a
+					WHERE a.key_hash = sha256(convert_to(admin_key, 'UTF8')) AND a.revoked_at IS NULL) THEN
+			RAISE EXCEPTION 'a tenant API key cannot use the admin API'
+				USING ERRCODE = 'insufficient_privilege',
+					  HINT = 'Use a key made by payflow.create_admin_key().';
+		END IF;
+	END IF;
+	RAISE EXCEPTION 'invalid admin key'
+		USING ERRCODE = 'invalid_authorization_specification',
+			  HINT = 'Use a key made by payflow.create_admin_key() that was not revoked.';
+END
+$$;
+
+CREATE FUNCTION payflow._admin_actor(k payflow.api_keys) RETURNS text
+	LANGUAGE sql IMMUTABLE
+	AS $$ SELECT 'admin:' || k.name $$;
+
+CREATE FUNCTION payflow._admin_record(k payflow.api_keys, p_action text, p_target text, p_outcome jsonb)
+	RETURNS void
+	LANGUAGE sql VOLATILE
+	AS $$
+	INSERT INTO payflow.admin_actions (key_id, actor, action, target, outcome)
+	VALUES (k.id, payflow._admin_actor(k), p_action, p_target, p_outcome)
+$$;
+
+-- 22023 naming the parameter, in the form the HTTP edge reads the name
+-- from: invalid parameter "<name>": <why>.
+CREATE FUNCTION payflow._admin_bad(p_name text, p_why text) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	RAISE EXCEPTION 'invalid parameter "%": %', p_name, p_why USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- A filter document: a JSON object of strings (a query string's
+-- parameters), with only the names allowed.
+CREATE FUNCTION payflow._admin_filters(filters jsonb, allowed text[]) RETURNS jsonb
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+DECLARE
+	v_name text;
+BEGIN
+	IF filters IS NULL THEN
+		RETURN '{}'::jsonb;
+	ELSIF jsonb_typeof(filters) <> 'object' THEN
+		PERFORM payflow._admin_bad('filters', 'must be an object');
+	END IF;
+	FOR v_name IN SELECT k FROM jsonb_object_keys(filters) k ORDER BY k LOOP
+		IF NOT v_name = ANY (allowed) THEN
+			PERFORM payflow._admin_bad(v_name, 'unknown parameter (known: ' || array_to_string(allowed, ', ') || ')');
+		ELSIF jsonb_typeof(filters -> v_name) <> 'string' THEN
+			PERFORM payflow._admin_bad(v_name, 'must be a string');
+		ELSIF length(filters ->> v_name) > 200 THEN
+			PERFORM payflow._admin_bad(v_name, 'is longer than 200 characters');
+		END IF;
+	END LOOP;
+	RETURN filters;
+END
+$$;
+
+CREATE FUNCTION payflow._admin_limit(filters jsonb, p_default integer, p_max integer) RETURNS integer
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+DECLARE
+	v text := filters ->> 'limit';
+BEGIN
+	IF v IS NULL THEN
+		RETURN p_default;
+	ELSIF v !~ '^[0-9]{1,6}$' OR v::integer NOT BETWEEN 1 AND p_max THEN
+		PERFORM payflow._admin_bad('limit', format('must be an integer from 1 to %s', p_max));
+	END IF;
+	RETURN v::integer;
+END
+$$;
+
+CREATE FUNCTION payflow._admin_time(filters jsonb, p_name text) RETURNS timestamptz
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	v text := filters ->> p_name;
+BEGIN
+	IF v IS NULL THEN
+		RETURN NULL;
+	-- ISO 8601 only: PostgreSQL would also take "now", "epoch" or "tomorrow"
+	ELSIF v !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?$' THEN
+		PERFORM payflow._admin_bad(p_name, 'must be an ISO 8601 date or time, e.g. 2025-01-31T12:00:00Z');
+	END IF;
+	BEGIN
+		RETURN v::timestamptz;
+	EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format OR invalid_time_zone_displacement_value THEN
+		PERFORM payflow._admin_bad(p_name, 'is not a valid date or time');
+	END;
+END
+$$;
+
+CREATE FUNCTION payflow._admin_id(filters jsonb, p_name text) RETURNS bigint
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+DECLARE
+	v text := filters ->> p_name;
+BEGIN
+	IF v IS NULL THEN
+		RETURN NULL;
+	ELSIF v !~ '^[1-9][0-9]{0,17}$' THEN
+		PERFORM payflow._admin_bad(p_name, 'must be a positive integer');
+	END IF;
+	RETURN v::bigint;
+END
+$$;
+
+-- The smallest operation id of a millisecond: "pay_" and its 10 time
+-- digits in Crockford base32, then the lowest random part.
+CREATE FUNCTION payflow._admin_id_floor(ts timestamptz) RETURNS text
+	LANGUAGE sql IMMUTABLE STRICT
+	AS $$
+	SELECT 'pay_' || string_agg(substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ',
+									   ((ms >> (5 * (9 - i))) & 31)::integer + 1, 1), '' ORDER BY i)
+		   || repeat('0', 16)
+	  FROM (SELECT greatest(least(floor(extract(epoch FROM ts) * 1000)::bigint, 281474976710655), 0) AS ms) t,
+		   generate_series(0, 9) i
+$$;
+
+-- The trigger of step_attempts (see the table).
+CREATE FUNCTION payflow._record_step_attempt() RETURNS trigger
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	IF OLD.status = 'RUNNING' THEN
+		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
+		VALUES (NEW.operation_id, NEW.step_name, OLD.attempt, OLD.lease_owner, OLD.claimed_at,
+				-- still RUNNING with a new attempt: another worker took the step over
+				CASE WHEN NEW.status = 'RUNNING' THEN 'lease_expired' ELSE NEW.status END,
+				CASE WHEN NEW.status IN ('RETRY_WAIT', 'FAILED') THEN NEW.last_error END);
+	ELSE
+		-- finished without a RUNNING row of its own (claim and outcome in one statement)
+		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
+		VALUES (NEW.operation_id, NEW.step_name, NEW.attempt, NEW.lease_owner, NEW.claimed_at, NEW.status,
+				CASE WHEN NEW.status = 'FAILED' THEN NEW.last_error END);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER steps_attempt_ended AFTER UPDATE ON payflow.steps
+	FOR EACH ROW
+	WHEN (NEW.status <> 'SUCCEEDED'
+		  AND ((OLD.status = 'RUNNING' AND (NEW.status <> 'RUNNING' OR NEW.attempt <> OLD.attempt))
+			   OR (OLD.status <> 'RUNNING' AND OLD.status <> NEW.status AND NEW.status = 'FAILED'
+				   AND NEW.attempt > 0)))
+	EXECUTE FUNCTION payflow._record_step_attempt();
+
+CREATE FUNCTION payflow._forget_step_attempts() RETURNS trigger
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	DELETE FROM payflow.step_attempts a USING gone WHERE a.operation_id = gone.id;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER operations_forget_attempts AFTER DELETE ON payflow.operations
+	REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION payflow._forget_step_attempts();
+
+-- One operation as the admin list shows it: no details, no result.
+CREATE FUNCTION payflow._admin_operation_row(o payflow.operations) RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT jsonb_build_object(
+		'operationId', o.id, 'tenant', o.tenant, 'paymentId', o.payment_id, 'status', o.status,
+		'currentStep', o.current_step, 'error', o.error, 'correlationId', o.correlation_id,
+		'terminal', payflow._is_terminal(o.status),
+		'createdAt', payflow._iso(o.created_at), 'updatedAt', payflow._iso(o.updated_at),
+		'completedAt', payflow._iso(o.terminal_at))
+$$;
+
+---------------------------------------------------------------------------
+-- Public API
+---------------------------------------------------------------------------
+
+-- Creates an admin key for the admin API and the console: the secret
+-- ("pfa_" and 64 hex digits) is returned once, only a hash is stored.
+-- payflow.revoke_api_key(id) revokes it (ids in payflow.api_keys, kind
+-- 'admin').
+CREATE FUNCTION payflow.create_admin_key(name text) RETURNS text
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_secret text := 'pfa_' || payflow._random_token(32);
+BEGIN
+	PERFORM payflow._require_text('name', name, 200);
+	PERFORM payflow._require_printable('name', name);
+	INSERT INTO payflow.api_keys (tenant, name, key_hash, kind)
+	VALUES ('', create_admin_key.name, payflow._admin_key_hash(v_secret), 'admin');
+	RETURN v_secret;
+END
+$$;
+
+-- Who an admin key is: {"keyId","name","actor"} (the console's sign-in).
+CREATE FUNCTION payflow.admin_whoami(admin_key text) RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+BEGIN
+	RETURN jsonb_build_object('keyId', k.id, 'name', k.name, 'actor', payflow._admin_actor(k));
+END
+$$;
+
+-- Operations, newest first, with filters (each a string, as in a query):
+-- status, tenant, paymentId, createdFrom, createdTo (ISO 8601, from
+-- inclusive, to exclusive), step (the current step), errorCode, after (the
+-- "next" of the previous page) and limit (1-200, default 50).
+--
+-- A page reads at most 5000 operations in id order, through the primary
+-- key or, with a tenant or payment id, the index that starts with it; the
+-- other filters are applied to those.  So a page costs the same with ten
+-- or ten million retained operations, however rare its matches: when the
+-- window is spent first the page is short, "next" says where to go on,
+-- and "scanned" how many were read.  {"items":[…],"next":id|null,"scanned":n}
+CREATE FUNCTION payflow.admin_operations(admin_key text, filters jsonb DEFAULT '{}')
+	RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	c_window constant integer := 5000;
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	f jsonb := payflow._admin_filters(filters, ARRAY['status', 'tenant', 'paymentId', 'createdFrom',
+													'createdTo', 'step', 'errorCode', 'after', 'limit']);
+	v_limit integer := payflow._admin_limit(f, 50, 200);
+	v_from timestamptz := payflow._admin_time(f, 'createdFrom');
+	v_to timestamptz := payflow._admin_time(f, 'createdTo');
+	v_after text := f ->> 'after';
+	v_status text := f ->> 'status';
+	v_step text := f ->> 'step';
+	v_scan text;
+	v_rows jsonb;
+	v_scanned integer;
+	v_last text;
+BEGIN
+	IF v_status IS NOT NULL AND v_status NOT IN (
+			SELECT ready_status FROM payflow.step_definitions UNION SELECT running_status FROM payflow.step_definitions
+			UNION SELECT done_status FROM payflow.step_definitions UNION VALUES ('FAILED'), ('CANCELLED')) THEN
+		PERFORM payflow._admin_bad('status', 'not a status of the pipeline (e.g. PENDING, FAILED, COMPLETED)');
+	END IF;
+	IF v_step IS NOT NULL AND NOT EXISTS (SELECT FROM payflow.step_definitions d WHERE d.step_name = v_step) THEN
+		PERFORM payflow._admin_bad('step', 'not a step of the pipeline (payflow.step_definitions)');
+	END IF;
+	IF v_after IS NOT NULL AND v_after !~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN
+		PERFORM payflow._admin_bad('after', 'must be the "next" of a previous page (an operation id)');
+	END IF;
+	IF v_from IS NOT NULL AND v_to IS NOT NULL AND v_from >= v_to THEN
+		PERFORM payflow._admin_bad('createdTo', 'must be after createdFrom');
+	END IF;
+
+	-- The window: one index range read backwards.  The id's time part is
+	-- taken when the id is made, at or after created_at (the transaction's
+	-- start), so createdFrom bounds ids from below exactly; createdTo is
+	-- checked on the rows, the id bound only narrows the range (+ 1 hour).
+	v_scan := 'SELECT o.* FROM payflow.operations o WHERE true'
+		|| CASE WHEN f ? 'paymentId' THEN ' AND o.payment_id = $1' ELSE '' END
+		|| CASE WHEN f ? 'tenant' THEN ' AND o.tenant = $2' ELSE '' END
+		|| CASE WHEN v_after IS NOT NULL THEN ' AND o.id < $3' ELSE '' END
+		|| CASE WHEN v_from IS NOT NULL THEN ' AND o.id >= $4' ELSE '' END
+		|| CASE WHEN v_to IS NOT NULL THEN ' AND o.id < $5' ELSE '' END
+		|| ' ORDER BY o.id DESC LIMIT $6';
+	EXECUTE format($q$
+		WITH scan AS MATERIALIZED (%s),
+		matched AS (
+			SELECT s.* FROM scan s
+			 WHERE ($7::text IS NULL OR s.status = $7) AND ($8::text IS NULL OR s.current_step = $8)
+			   AND ($9::text IS NULL OR s.error ->> 'code' = $9)
+			   AND ($10::timestamptz IS NULL OR s.created_at >= $10) AND ($11::timestamptz IS NULL OR s.created_at < $11)
+			 ORDER BY s.id DESC LIMIT $12 + 1)
+		SELECT (SELECT coalesce(jsonb_agg(payflow._admin_operation_row(m) ORDER BY m.id DESC), '[]')
+				  FROM matched m),
+			   (SELECT count(*)::integer FROM scan), (SELECT min(id) FROM scan)
+		$q$, v_scan)
+	  INTO v_rows, v_scanned, v_last
+	 USING f ->> 'paymentId', f ->> 'tenant', v_after, payflow._admin_id_floor(v_from),
+		   payflow._admin_id_floor(v_to + interval '1 hour'), c_window,
+		   v_status, v_step, f ->> 'errorCode', v_from, v_to, v_limit;
+
+	RETURN jsonb_build_object(
+		'items', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows - v_limit ELSE v_rows END,
+		'next', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows -> (v_limit - 1) ->> 'operationId'
+					 WHEN v_scanned = c_window THEN v_last END,
+		'scanned', v_scanned);
+END
+$$;
+
+-- One operation for the operator: its fields (no details, no result), its
+-- transitions, every step with its attempts (times, worker, error), the
+-- payloads' references (never their contents) and the events published
+-- for it with their SQS message ids, or waiting in the outbox.  PF003 for
+-- an unknown id, 22023 (parameter "id") for a malformed one.
+CREATE FUNCTION payflow.admin_operation(admin_key text, operation_id text) RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	o payflow.operations;
+BEGIN
+	IF operation_id IS NULL OR operation_id !~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN
+		PERFORM payflow._admin_bad('id', 'not an operation id ("pay_" and 26 characters of Crockford base32)');
+	END IF;
+	SELECT * INTO o FROM payflow.operations x WHERE x.id = admin_operation.operation_id;
+	IF NOT FOUND THEN
+		PERFORM payflow._unknown_operation(operation_id);
+	END IF;
+	RETURN payflow._admin_operation_row(o) || jsonb_build_object(
+		'idempotencyKey', o.idempotency_key,
+		'request', o.request_ref,
+		'actions', jsonb_build_object('replay', o.status = 'FAILED', 'cancel', o.status = 'PENDING'),
+		'transitions', (
+			SELECT coalesce(jsonb_agg(jsonb_build_object(
+					   'id', h.id, 'at', payflow._iso(h.at), 'from', h.from_status, 'to', h.to_status,
+					   'reason', h.reason, 'actor', h.actor) ORDER BY h.id), '[]')
+			  FROM payflow.operation_history h WHERE h.operation_id = o.id),
+		'steps', (
+			SELECT coalesce(jsonb_agg(jsonb_build_object(
+					   'step', s.step_name, 'status', s.status, 'attempt', s.attempt,
+					   'worker', s.lease_owner, 'claimedAt', payflow._iso(s.claimed_at),
+					   'leaseExpiresAt', payflow._iso(s.lease_expires_at),
+					   'nextAttemptAt', payflow._iso(s.next_attempt_at), 'lastError', s.last_error,
+					   'input', s.input_ref, 'resultRef', s.result_ref,
+					   'createdAt', payflow._iso(s.created_at), 'finishedAt', payflow._iso(s.finished_at))
+					   ORDER BY d.position), '[]')
+			  FROM payflow.steps s
+			  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = s.step_name
+			 WHERE s.operation_id = o.id),
+		-- the attempts that ended without success, then each step's
+		-- successful one, which is its steps row
+		'attempts', (
+			SELECT coalesce(jsonb_agg(jsonb_build_object(
+					   'step', a.step_name, 'attempt', a.attempt, 'worker', a.worker,
+					   'startedAt', payflow._iso(a.started_at), 'finishedAt', payflow._iso(a.finished_at),
+					   'outcome', a.outcome, 'error', a.error) ORDER BY a.finished_at, d.position, a.n), '[]')
+			  FROM (SELECT x.step_name, x.attempt, x.worker, x.started_at, x.finished_at, x.outcome, x.error, x.id AS n
+					  FROM payflow.step_attempts x WHERE x.operation_id = o.id
+					UNION ALL
+					SELECT s.step_name, s.attempt, s.lease_owner, s.claimed_at, s.finished_at, s.status, NULL, NULL
+					  FROM payflow.steps s WHERE s.operation_id = o.id AND s.status = 'SUCCEEDED') a
+			  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = a.step_name),
+		'payloads', (
+			SELECT coalesce(jsonb_agg(jsonb_build_object(
+					   'store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size,
+					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
+			  FROM payflow.payloads p
+			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)),
+		'events', (
+			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
+			  FROM (SELECT p.published_at AS at, jsonb_build_object(
+							   'eventId', p.event_id, 'eventType', p.event_type, 'destination', p.destination,
+							   'messageId', p.message_id, 'publishedAt', payflow._iso(p.published_at)) AS doc
+					  FROM payflow.outbox_published p WHERE p.operation_id = o.id
+					UNION ALL
+					SELECT x.created_at, jsonb_build_object(
+							   'eventId', x.event_id, 'eventType', x.event_type, 'destination', x.destination,
+							   'messageId', NULL, 'publishedAt', NULL, 'pendingSince', payflow._iso(x.created_at),
+							   'attempts', x.attempts)
+					  FROM payflow.outbox x WHERE x.operation_id = o.id) e));
+END
+$$;
+
+-- Cancels a PENDING operation (payflow.cancel: PF001 once a worker
+-- started it, PF006 after it ended).  {"operationId","cancelled","status"}
+CREATE FUNCTION payflow.admin_cancel(admin_key text, operation_id text, reason text DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	o payflow.operations;
+	v_before bigint;
+	v_done boolean;
+	v_doc jsonb;
+	v_tenant text := payflow._current_tenant();
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	o := payflow._lock_operation(operation_id);
+	-- the lock keeps every other history row of this operation out until commit
+	SELECT coalesce(max(h.id), 0) INTO v_before FROM payflow.operation_history h
+	 WHERE h.operation_id = admin_cancel.operation_id;
+	-- cancel() acts within the caller's tenant: the operation's, for this call
+	PERFORM payflow._set_tenant(o.tenant);
+	v_done := payflow.cancel(operation_id, coalesce(reason, 'cancelled by ' || payflow._admin_actor(k)));
+	PERFORM payflow._set_tenant(v_tenant);
+	UPDATE payflow.operation_history h SET actor = payflow._admin_actor(k)
+	 WHERE h.operation_id = admin_cancel.operation_id AND h.id > v_before;
+	v_doc := jsonb_build_object('operationId', operation_id, 'cancelled', v_done,
+								'status', (SELECT x.status FROM payflow.operations x WHERE x.id = admin_cancel.operation_id));
+	PERFORM payflow._admin_record(k, 'cancel', operation_id, v_doc);
+	RETURN v_doc;
+END
+$$;
+
+-- Replays a FAILED operation (payflow.replay); PF009 when it is not
+-- FAILED.  {"operationId","replayed","status"}
+CREATE FUNCTION payflow.admin_replay(admin_key text, operation_id text) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	o payflow.operations;
+	v_before bigint;
+	v_doc jsonb;
+BEGIN
+	PERFORM payflow._require_operation_id(operation_id);
+	o := payflow._lock_operation(operation_id);
+	IF o.status <> 'FAILED' THEN
+		RAISE EXCEPTION 'operation "%" is %, not FAILED: only a failed operation can be replayed', o.id, o.status
+			USING ERRCODE = 'PF009';
+	END IF;
+	SELECT coalesce(max(h.id), 0) INTO v_before FROM payflow.operation_history h WHERE h.operation_id = o.id;
+	PERFORM payflow.replay(o.id);
+	UPDATE payflow.operation_history h SET actor = payflow._admin_actor(k)
+	 WHERE h.operation_id = o.id AND h.id > v_before;
+	v_doc := jsonb_build_object('operationId', o.id, 'replayed', true,
+								'status', (SELECT x.status FROM payflow.operations x WHERE x.id = o.id));
+	PERFORM payflow._admin_record(k, 'replay', o.id, v_doc);
+	RETURN v_doc;
+END
+$$;
+
+-- Dead letters, newest first: open ("true" default, "false", "all"),
+-- after (an id), limit.  No message bodies (they may hold payment details).
+CREATE FUNCTION payflow.admin_dead_letters(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	f jsonb := payflow._admin_filters(filters, ARRAY['open', 'after', 'limit']);
+	v_limit integer := payflow._admin_limit(f, 50, 200);
+	v_after bigint := payflow._admin_id(f, 'after');
+	v_open text := coalesce(f ->> 'open', 'true');
+	v_rows jsonb;
+BEGIN
+	IF v_open NOT IN ('true', 'false', 'all') THEN
+		PERFORM payflow._admin_bad('open', 'must be true, false or all');
+	END IF;
+	-- newest first by the primary key; open ones are most of what is kept
+	SELECT coalesce(jsonb_agg(jsonb_build_object(
+			   'id', d.id, 'source', d.source, 'operationId', d.operation_id, 'step', d.step_name,
+			   'queue', d.queue, 'error', d.error, 'attempts', d.attempts,
+			   'createdAt', payflow._iso(d.created_at), 'replayedAt', payflow._iso(d.replayed_at),
+			   'replayable', d.replayed_at IS NULL AND d.source = 'step' AND o.status = 'FAILED',
+			   'operationStatus', o.status) ORDER BY d.id DESC), '[]')
+	  INTO v_rows
+	  FROM (SELECT * FROM payflow.dead_letters x
+			 WHERE (v_after IS NULL OR x.id < v_after)
+			   AND (v_open = 'all' OR (x.replayed_at IS NULL) = (v_open = 'true'))
+			 ORDER BY x.id DESC LIMIT v_limit + 1) d
+	  LEFT JOIN payflow.operations o ON o.id = d.operation_id;
+	RETURN jsonb_build_object(
+		'items', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows - v_limit ELSE v_rows END,
+		'next', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows -> (v_limit - 1) ->> 'id' END);
+END
+$$;
+
+-- The ids of a replay of many: a JSON array of 1 to 100 positive integers.
+CREATE FUNCTION payflow._admin_ids(ids jsonb) RETURNS bigint[]
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF ids IS NULL OR jsonb_typeof(ids) <> 'array' OR jsonb_array_length(ids) NOT BETWEEN 1 AND 100
+	   OR EXISTS (SELECT FROM jsonb_array_elements(ids) e
+				   WHERE jsonb_typeof(e) <> 'number' OR e::text !~ '^[1-9][0-9]{0,17}$') THEN
+		PERFORM payflow._admin_bad('ids', 'must be an array of 1 to 100 ids (positive integers)');
+	END IF;
+	RETURN ARRAY(SELECT DISTINCT e::text::bigint FROM jsonb_array_elements(ids) e ORDER BY 1);
+END
+$$;
+
+-- Replays dead letters, one or many (ids: a JSON array): each step dead
+-- letter re-runs its FAILED operation; each id's outcome is reported on
+-- its own, so one that cannot be replayed does not stop the others.
+-- {"results":[{"id","replayed","operationId","code","message"}]}
+CREATE FUNCTION payflow.admin_replay_dead_letters(admin_key text, ids jsonb) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	v_ids bigint[] := payflow._admin_ids(ids);
+	d payflow.dead_letters;
+	v_id bigint;
+	v_results jsonb := '[]';
+	v_one jsonb;
+BEGIN
+	FOREACH v_id IN ARRAY v_ids LOOP
+		SELECT * INTO d FROM payflow.dead_letters x WHERE x.id = v_id;
+		BEGIN
+			IF d.id IS NULL THEN
+				RAISE EXCEPTION 'dead letter % does not exist', v_id USING ERRCODE = 'no_data_found';
+			ELSIF d.replayed_at IS NOT NULL THEN
+				RAISE EXCEPTION 'dead letter % was replayed already', v_id USING ERRCODE = 'PF009';
+			ELSIF d.source <> 'step' OR d.operation_id IS NULL THEN
+				RAISE EXCEPTION 'dead letter % is a message no worker could read: there is no operation to re-run', v_id
+					USING ERRCODE = 'PF009';
+			END IF;
+			v_one := payflow.admin_replay(admin_key, d.operation_id);
+			v_one := jsonb_build_object('id', v_id, 'replayed', true, 'operationId', d.operation_id);
+		EXCEPTION WHEN no_data_found OR SQLSTATE 'PF009' OR SQLSTATE 'PF003' OR SQLSTATE 'PF001' THEN
+			v_one := jsonb_build_object('id', v_id, 'replayed', false, 'operationId', d.operation_id,
+										'code', SQLSTATE, 'message', SQLERRM);
+			PERFORM payflow._admin_record(k, 'replay_dead_letter', v_id::text, v_one);
+		END;
+		v_results := v_results || jsonb_build_array(v_one);
+		d := NULL;
+	END LOOP;
+	RETURN jsonb_build_object('results', v_results);
+END
+$$;
+
+-- Webhook deliveries that failed, newest first: open, after, limit.  No
+-- bodies, and the URL without its query (it may carry a token).
+CREATE FUNCTION payflow.admin_webhook_failures(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	f jsonb := payflow._admin_filters(filters, ARRAY['open', 'after', 'limit']);
+	v_limit integer := payflow._admin_limit(f, 50, 200);
+	v_after bigint := payflow._admin_id(f, 'after');
+	v_open text := coalesce(f ->> 'open', 'true');
+	v_rows jsonb;
+BEGIN
+	IF v_open NOT IN ('true', 'false', 'all') THEN
+		PERFORM payflow._admin_bad('open', 'must be true, false or all');
+	END IF;
+	SELECT coalesce(jsonb_agg(jsonb_build_object(
+			   'id', w.id, 'eventId', w.event_id, 'eventType', w.body ->> 'eventType',
+			   'operationId', w.operation_id, 'tenant', w.tenant,
+			   'url', regexp_replace(w.url, '[?#].*$', ''), 'attempts', w.attempts, 'error', w.error,
+			   'createdAt', payflow._iso(w.created_at), 'updatedAt', payflow._iso(w.updated_at),
+			   'replayedAt', payflow._iso(w.replayed_at)) ORDER BY w.id DESC), '[]')
+	  INTO v_rows
+	  FROM (SELECT * FROM payflow.webhook_failures x
+			 WHERE (v_after IS NULL OR x.id < v_after)
+			   AND (v_open = 'all' OR (x.replayed_at IS NULL) = (v_open = 'true'))
+			 ORDER BY x.id DESC LIMIT v_limit + 1) w;
+	RETURN jsonb_build_object(
+		'items', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows - v_limit ELSE v_rows END,
+		'next', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows -> (v_limit - 1) ->> 'id' END);
+END
+$$;
+
+-- Sends failed webhook deliveries again (payflow.replay_webhook), one or
+-- many.  {"results":[{"id","replayed","code","message"}]}
+CREATE FUNCTION payflow.admin_replay_webhook_failures(admin_key text, ids jsonb) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	v_ids bigint[] := payflow._admin_ids(ids);
+	v_id bigint;
+	v_results jsonb := '[]';
+	v_one jsonb;
+BEGIN
+	FOREACH v_id IN ARRAY v_ids LOOP
+		BEGIN
+			IF NOT payflow.replay_webhook(v_id) THEN
+				RAISE EXCEPTION 'webhook failure % was replayed already', v_id USING ERRCODE = 'PF009';
+			END IF;
+			v_one := jsonb_build_object('id', v_id, 'replayed', true);
+		EXCEPTION WHEN no_data_found OR SQLSTATE 'PF009' THEN
+			v_one := jsonb_build_object('id', v_id, 'replayed', false, 'code', SQLSTATE, 'message', SQLERRM);
+		END;
+		PERFORM payflow._admin_record(k, 'replay_webhook', v_id::text, v_one);
+		v_results := v_results || jsonb_build_array(v_one);
+	END LOOP;
+	RETURN jsonb_build_object('results', v_results);
+END
+$$;
+
+-- Steps that should be moving and are not, among the open steps (each
+-- operation in flight's current_step, operations_open_idx): RUNNING past
+-- their lease, PENDING for longer than payflow.stuck_after, RETRY_WAIT
+-- more than a minute past their time.
+-- limit (default 100) per kind.  {"items":[…]}
+CREATE FUNCTION payflow.admin_stuck(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	f jsonb := payflow._admin_filters(filters, ARRAY['limit']);
+	v_limit integer := payflow._admin_limit(f, 100, 500);
+	v_stuck_after interval := payflow._seconds('stuck_after');
+BEGIN
+	RETURN jsonb_build_object('stuckAfterSeconds', extract(epoch FROM v_stuck_after)::integer, 'items', (
+		SELECT coalesce(jsonb_agg(jsonb_build_object(
+				   'operationId', s.operation_id, 'step', s.step_name, 'stepStatus', s.status,
+				   'reason', s.reason, 'attempt', s.attempt, 'worker', s.lease_owner,
+				   'since', payflow._iso(s.since), 'operationStatus', o.status, 'tenant', o.tenant)
+				   ORDER BY s.since), '[]')
+		  FROM (
+			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since
+			   FROM payflow.operations f
+			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
+			  WHERE f.terminal_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
+			  ORDER BY x.claimed_at LIMIT v_limit)
+			UNION ALL
+			(SELECT x.*, 'pending_too_long', x.pending_since
+			   FROM payflow.operations f
+			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
+								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
+			  WHERE f.terminal_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
+			  ORDER BY x.pending_since LIMIT v_limit)
+			UNION ALL
+			(SELECT x.*, 'retry_overdue', x.next_attempt_at FROM payflow.steps x
+			  WHERE x.next_attempt_at < now() - interval '1 minute' AND x.status = 'RETRY_WAIT'
+			  ORDER BY x.next_attempt_at LIMIT v_limit)) s
+		  JOIN payflow.operations o ON o.id = s.operation_id));
+END
+$$;
+
+-- Figures for the console's charts: payflow.metrics() now, and the
+-- operations that ended over the last hour (window "hour", per minute) or
+-- day ("day", per 15 minutes), by status, through the terminal_at index.
+-- {"now":metrics(),"window","bucketSeconds","buckets":[{"at","completed","failed","cancelled"}]}
+CREATE FUNCTION payflow.admin_metrics(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	k payflow.api_keys := payflow._admin_key(admin_key);
+	f jsonb := payflow._admin_filters(filters, ARRAY['window']);
+	v_window text := coalesce(f ->> 'window', 'hour');
+	v_bucket interval;
+	v_span interval;
+	v_end timestamptz;
+BEGIN
+	IF v_window = 'hour' THEN
+		v_bucket := interval '1 minute';
+		v_span := interval '1 hour';
+	ELSIF v_window = 'day' THEN
+		v_bucket := interval '15 minutes';
+		v_span := interval '1 day';
+	ELSE
+		PERFORM payflow._admin_bad('window', 'must be hour or day');
+	END IF;
+	v_end := date_bin(v_bucket, now(), timestamptz '2000-01-01 00:00:00+00') + v_bucket;
+	RETURN jsonb_build_object(
+		'now', payflow.metrics(),
+		'window', v_window,
+		'bucketSeconds', extract(epoch FROM v_bucket)::integer,
+		'buckets', (
+			SELECT jsonb_agg(jsonb_build_object(
+					   'at', payflow._iso(b.at),
+					   'completed', coalesce(c.completed, 0), 'failed', coalesce(c.failed, 0),
+					   'cancelled', coalesce(c.cancelled, 0)) ORDER BY b.at)
+			  FROM generate_series(v_end - v_span, v_end - v_bucket, v_bucket) AS b(at)
+			  LEFT JOIN (
+				SELECT date_bin(v_bucket, o.terminal_at, timestamptz '2000-01-01 00:00:00+00') AS at,
+					   count(*) FILTER (WHERE o.status = 'COMPLETED') AS completed,
+					   count(*) FILTER (WHERE o.status = 'FAILED') AS failed,
+					   count(*) FILTER (WHERE o.status = 'CANCELLED') AS cancelled
+				  FROM payflow.operations o
+				 WHERE o.terminal_at IS NOT NULL AND o.terminal_at >= v_end - v_span
+				 GROUP BY 1) c ON c.at = b.at));
+END
+$$;
+
+---------------------------------------------------------------------------
+-- Privileges
+---------------------------------------------------------------------------
+
+REVOKE ALL ON TABLE payflow.admin_actions, payflow.step_attempts FROM PUBLIC;
+GRANT SELECT ON TABLE payflow.admin_actions, payflow.step_attempts TO payflow_admin;
+GRANT SELECT (kind) ON payflow.api_keys TO payflow_admin;
+GRANT USAGE ON SCHEMA payflow TO payflow_console;
+
+REVOKE ALL ON FUNCTION
+	payflow._admin_key_hash(text),
+	payflow._admin_key(text),
+	payflow._admin_actor(payflow.api_keys),
+	payflow._admin_record(payflow.api_keys, text, text, jsonb),
+	payflow._admin_bad(text, text),
+	payflow._admin_filters(jsonb, text[]),
+	payflow._admin_limit(jsonb, integer, integer),
+	payflow._admin_time(jsonb, text),
+	payflow._admin_id(jsonb, text),
+	payflow._admin_id_floor(timestamptz),
+	payflow._admin_ids(jsonb),
+	payflow._admin_operation_row(payflow.operations),
+	payflow._record_step_attempt(),
+	payflow._forget_step_attempts(),
+	payflow.create_admin_key(text),
+	payflow.admin_whoami(text),
+	payflow.admin_operations(text, jsonb),
+	payflow.admin_operation(text, text),
+	payflow.admin_cancel(text, text, text),
+	payflow.admin_replay(text, text),
+	payflow.admin_dead_letters(text, jsonb),
+	payflow.admin_replay_dead_letters(text, jsonb),
+	payflow.admin_webhook_failures(text, jsonb),
+	payflow.admin_replay_webhook_failures(text, jsonb),
+	payflow.admin_stuck(text, jsonb),
+	payflow.admin_metrics(text, jsonb)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.create_admin_key(text) TO payflow_admin;
+GRANT EXECUTE ON FUNCTION
+	payflow.admin_whoami(text),
+	payflow.admin_operations(text, jsonb),
+	payflow.admin_operation(text, text),
+	payflow.admin_cancel(text, text, text),
+	payflow.admin_replay(text, text),
+	payflow.admin_dead_letters(text, jsonb),
+	payflow.admin_replay_dead_letters(text, jsonb),
+	payflow.admin_webhook_failures(text, jsonb),
+	payflow.admin_replay_webhook_failures(text, jsonb),
+	payflow.admin_stuck(text, jsonb),
+	payflow.admin_metrics(text, jsonb)
+	TO payflow_console;

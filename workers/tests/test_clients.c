@@ -591,6 +591,7 @@ test_error_classification(void)
 	CHECK(pf_pg_sqlstate_retryable("57P01"));
 	CHECK(pf_pg_sqlstate_retryable("57P02"));
 	CHECK(pf_pg_sqlstate_retryable("57P03"));
+	CHECK(pf_pg_sqlstate_retryable("25006"));	/* a standby: the next host is writable */
 	CHECK(pf_pg_sqlstate_retryable(NULL));	/* connection gone */
 	CHECK(!pf_pg_sqlstate_retryable("PF001"));
 	CHECK(!pf_pg_sqlstate_retryable("PF005"));
@@ -603,6 +604,7 @@ test_error_classification(void)
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "40001", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "40P01", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "55P03", false));
+	CHECK(pf_pg_run_again(PF_PG_ONCE, "25006", false));	/* a read-only server wrote nothing */
 	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "57014", false));	/* it would time out again */
 	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57014", false));
 	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, "57P01", true));

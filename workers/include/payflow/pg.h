@@ -13,6 +13,9 @@
  *	class 40 (serialization failure,	run again			run again
  *	  deadlock), 55P03 (lock not
  *	  available): rolled back
+ *	25006 (read-only transaction: a		reconnect, run		reconnect, run
+ *	  standby, or a primary being			  again				  again
+ *	  demoted): nothing was written
  *	connection lost after sending:		reconnect, run		returned at once:
  *	  it may or may not have committed	  again				  PF_ERR_TRANSIENT, 08007
  *	57014 (statement_timeout, cancel)	returned at once: PF_ERR_TRANSIENT
@@ -22,12 +25,21 @@
  * runs into it again, and an operator's cancel means stop. The caller's own
  * schedule (the next heartbeat, the relay's back-off, the step's retry)
  * tries later. Returned failures are PF_ERR_TRANSIENT for class 08, 40,
- * 55P03, 57014, 57P01..57P03 and 53300; PF_ERR_CHECKSUM for PF005;
+ * 25006, 55P03, 57014, 57P01..57P03 and 53300; PF_ERR_CHECKSUM for PF005;
  * PF_ERR_NOT_FOUND for PF003 and P0002; PF_ERR_FINAL for the rest (payflow's
  * other PF0xx domain errors, class 22 and 23, syntax and permissions).
  *
  * Every function of payflow's SQL API that the edge processes call is
  * idempotent except record_dead_letter (each call inserts a row).
+ *
+ * Connections ask for a writable server (target_session_attrs=read-write,
+ * unless the connection string says otherwise): with a host list
+ * ("host=a,b"), libpq skips hosts it cannot reach and standbys, so a
+ * program follows a failover to the promoted standby without a restart.
+ * A server that turns read-only under a connection answers 25006: the
+ * connection is dropped and the next one goes through the list again.
+ * Failed connection attempts are logged when they start and then once a
+ * minute while they go on (each attempt backs off up to backoff_cap_ms).
  */
 #ifndef PAYFLOW_PG_H
 #define PAYFLOW_PG_H

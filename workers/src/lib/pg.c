@@ -12,10 +12,13 @@
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
+#include "payflow/clock.h"
 #include "payflow/log.h"
 #include "payflow/stop_signals.h"
 
 #define MAX_CHANNELS 8
+/* How often failed connection attempts that go on are logged. */
+#define CONNECT_FAILURE_LOG_MS 60000
 
 struct pf_pg
 {
@@ -25,6 +28,7 @@ struct pf_pg
 	PGconn	   *conn;
 	unsigned long generation;	/* connections made */
 	int			connect_failures;	/* consecutive, for the back-off */
+	int64_t		connect_failure_logged_ms;	/* pf_now_ms of the last warning of them */
 	int			n_channels;
 	char	   *channels[MAX_CHANNELS];
 	int			stop_signals_fd;	/* pf_pg_watch_stop_signals; -1: none */
@@ -104,6 +108,7 @@ pf_pg_sqlstate_retryable(const char *sqlstate)
 	return strncmp(sqlstate, "40", 2) == 0 ||	/* transaction rollback */
 		strncmp(sqlstate, "08", 2) == 0 ||	/* connection exception */
 		strcmp(sqlstate, "55P03") == 0 ||	/* lock_not_available */
+		strcmp(sqlstate, "25006") == 0 ||	/* read_only_sql_transaction */
 		strcmp(sqlstate, "57014") == 0 ||	/* query_canceled */
 		strcmp(sqlstate, "57P01") == 0 ||	/* admin_shutdown */
 		strcmp(sqlstate, "57P02") == 0 ||	/* crash_shutdown */
@@ -111,12 +116,36 @@ pf_pg_sqlstate_retryable(const char *sqlstate)
 		strcmp(sqlstate, "53300") == 0; /* too_many_connections */
 }
 
-/* Failures whose statement certainly did not take effect and may well work next time. */
+/*
+ * Failures whose statement certainly did not take effect and may well work
+ * next time.  A read-only server wrote nothing; the next connection finds
+ * the writable one.
+ */
 static bool
 rolled_back_and_worth_again(const char *sqlstate)
 {
 	return strncmp(sqlstate, "40", 2) == 0 ||	/* serialization failure, deadlock */
-		strcmp(sqlstate, "55P03") == 0; /* lock_not_available */
+		strcmp(sqlstate, "55P03") == 0 ||	/* lock_not_available */
+		strcmp(sqlstate, "25006") == 0; /* read_only_sql_transaction */
+}
+
+/*
+ * A failed connection attempt: the first of a run is logged, then one a
+ * minute with how many failed meanwhile (a host list that is all down
+ * retries every backoff_cap_ms, for as long as it takes).
+ */
+static void
+log_connect_failure(pf_pg *pg, const char *message)
+{
+	int64_t		now = pf_now_ms();
+
+	if (pg->connect_failures > 0 && now - pg->connect_failure_logged_ms < CONNECT_FAILURE_LOG_MS)
+		return;
+	if (pg->connect_failures == 0)
+		pf_log_warn(NULL, "%s; retrying with back-off", message);
+	else
+		pf_log_warn(NULL, "%s (%d failed attempts so far; still retrying)", message, pg->connect_failures + 1);
+	pg->connect_failure_logged_ms = now;
 }
 
 bool
@@ -197,8 +226,8 @@ connect_once(pf_pg *pg, pf_error *err)
 	char		timeout[16];
 	/* ours first, so the same settings in the connection string win */
 	const char *keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
-	"keepalives_interval", "keepalives_count", "dbname", NULL};
-	const char *values[] = {timeout, pg->application_name, "1", "30", "10", "3", pg->conninfo, NULL};
+	"keepalives_interval", "keepalives_count", "target_session_attrs", "dbname", NULL};
+	const char *values[] = {timeout, pg->application_name, "1", "30", "10", "3", "read-write", pg->conninfo, NULL};
 
 	snprintf(timeout, sizeof(timeout), "%d", pg->opt.connect_timeout_s);
 	pf_pg_disconnect(pg);
@@ -270,7 +299,7 @@ pf_pg_connect(pf_pg *pg, pf_error *err)
 			pg->connect_failures = 0;
 			break;
 		}
-		pf_log_warn(NULL, "%s", err ? err->message : "cannot connect to PostgreSQL");
+		log_connect_failure(pg, err ? err->message : "cannot connect to PostgreSQL");
 		pf_sleep_ms(pf_backoff_ms(pg->connect_failures++, pg->opt.backoff_base_ms, pg->opt.backoff_cap_ms));
 	}
 	return PF_OK;
@@ -300,9 +329,11 @@ pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *
 		{
 			if (connect_once(pg, &last) != PF_OK)
 			{
-				pf_log_warn(NULL, "%s", last.message);
+				log_connect_failure(pg, last.message);
+				pg->connect_failures++;
 				continue;
 			}
+			pg->connect_failures = 0;
 		}
 
 		res = PQexecParams(pg->conn, sql, nparams, NULL, values, lengths, formats, result_format);
@@ -333,6 +364,12 @@ pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *
 		if (lost)
 		{
 			pf_log_warn(NULL, "PostgreSQL connection lost: %s", last.message);
+			pf_pg_disconnect(pg);
+		}
+		else if (strcmp(last.code, "25006") == 0)
+		{
+			/* a standby, or a primary being demoted: find the writable host */
+			pf_log_warn(NULL, "the PostgreSQL server is read-only (%s); reconnecting", last.message);
 			pf_pg_disconnect(pg);
 		}
 		if (!pf_pg_run_again(kind, last.code, lost))

@@ -47,6 +47,8 @@
 
 #define DB_BACKOFF_BASE_MS 200
 #define DB_BACKOFF_CAP_MS 5000
+/* How often outbox statements that keep failing are logged. */
+#define DB_FAILURE_LOG_MS 60000
 /* beyond the statement_timeout the server enforces: the connection is gone */
 #define DB_ANSWER_TIMEOUT_MS 30000
 
@@ -75,16 +77,28 @@ relay_db_socket(relay *r)
 	return pf_pg_socket(r->pg);
 }
 
+/*
+ * A failed outbox statement: tried again after a back-off.  The first
+ * failure of a run is logged, then one a minute while they go on (a
+ * database that stays away must not fill the log).
+ */
 static void
 db_failed(relay *r, const pf_error *err)
 {
-	int			delay = pf_backoff_ms(r->db_failures++, DB_BACKOFF_BASE_MS, DB_BACKOFF_CAP_MS);
+	int64_t		now = pf_now_ms();
+	int			delay = pf_backoff_ms(r->db_failures, DB_BACKOFF_BASE_MS, DB_BACKOFF_CAP_MS);
 
-	r->db_retry_at_ms = pf_now_ms() + delay;
-	pf_log_write(err->result == PF_ERR_TRANSIENT ? PF_LOG_WARN : PF_LOG_ERROR, NULL,
-				 json_pack("{s:s,s:i,s:i,s:i,s:i}", "sqlstate", err->code, "acks", r->db.n_acks,
-						   "nacks", r->db.n_nacks, "claim", r->db.claim_max, "retryInMs", delay),
-				 "outbox statement failed: %s", err->message);
+	r->db_retry_at_ms = now + delay;
+	if (r->db_failures == 0 || now - r->db_failure_logged_ms >= DB_FAILURE_LOG_MS)
+	{
+		pf_log_write(err->result == PF_ERR_TRANSIENT ? PF_LOG_WARN : PF_LOG_ERROR, NULL,
+					 json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "sqlstate", err->code, "acks", r->db.n_acks,
+							   "nacks", r->db.n_nacks, "claim", r->db.claim_max, "retryInMs", delay,
+							   "failures", r->db_failures + 1),
+					 "outbox statement failed: %s", err->message);
+		r->db_failure_logged_ms = now;
+	}
+	r->db_failures++;
 }
 
 static void
@@ -583,6 +597,7 @@ relay_db_poll(relay *r)
 	PGconn	   *conn = pf_pg_conn(r->pg);
 	PGnotify   *n;
 	int			notified = 0;
+	bool		read_only = false;	/* the answer was 25006 */
 
 	if (conn == NULL)
 	{
@@ -643,7 +658,9 @@ relay_db_poll(relay *r)
 			pf_error_set(&err, pf_pg_sqlstate_result(sqlstate), sqlstate ? sqlstate : "08006", "%s",
 						 primary ? primary : PQerrorMessage(conn));
 			err.message[strcspn(err.message, "\n")] = '\0';
-			if (strcmp(err.code, "26000") == 0)
+			if (strcmp(err.code, "25006") == 0)
+				read_only = true;
+			else if (strcmp(err.code, "26000") == 0)
 			{
 				/*
 				 * The session lost its prepared statements (DISCARD ALL, a
@@ -663,6 +680,12 @@ relay_db_poll(relay *r)
 			notified++;
 			PQfreemem(n);
 		}
+	}
+	if (read_only)
+	{
+		/* a standby, or a primary being demoted: the next statement finds the writable host */
+		pf_log_warn(NULL, "the PostgreSQL server is read-only; reconnecting");
+		pf_pg_disconnect(r->pg);
 	}
 	return notified;
 }

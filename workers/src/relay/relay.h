@@ -140,6 +140,7 @@ typedef struct relay
 	bool		backlog;		/* the last claim came back full: more rows are
 								 * certainly waiting */
 	int			db_failures;	/* consecutive, for the back-off */
+	int64_t		db_failure_logged_ms;	/* the last of them logged (once a minute) */
 	int64_t		db_retry_at_ms; /* no database call before this */
 
 	/* a run of failed SQS calls is logged once, then summarised */

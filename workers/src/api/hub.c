@@ -229,7 +229,11 @@ collect_groups(api_hub *hub)
 
 	for (api_stream *s = hub->streams; s; s = s->next)
 		if (!s->done && !s->released)
-			w[n++] = (watch) {s->api_key, s->operation_id, s->last_id};
+		{
+			w[n].api_key = s->api_key;
+			w[n].operation_id = s->operation_id;
+			w[n++].last_id = s->last_id;
+		}
 	qsort(w, (size_t) n, sizeof(watch), compare_watches);
 	for (int i = 0; i < n; i++)
 	{

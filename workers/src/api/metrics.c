@@ -35,8 +35,8 @@ static struct
 }			metrics = {PTHREAD_MUTEX_INITIALIZER, {{0}}};
 
 static const char *const route_names[ROUTE_COUNT] = {
-	"/payments", "/operations/{id}", "/operations/{id}/events", "/metrics", "/healthz", "/readyz", "/admin/…",
-	"/console/…", "other"
+	"/payments", "/operations/{id}", "/operations/{id}/events", "/metrics", "/healthz", "/readyz", "/admin/\u2026",
+	"/console/\u2026", "other"
 };
 
 const char *

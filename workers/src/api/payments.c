@@ -191,7 +191,7 @@ store_in_s3(api_request *req, api_slot *slot, const payment_body *pb, char *key,
 	if (s3 == NULL)
 		return err->result == PF_OK ? PF_ERR_TRANSIENT : err->result;
 	if (key_len < PF_PAYLOAD_KEY_MAX + 1 || !pf_request_key(pb->checksum, key))
-		return pf_error_set(err, PF_ERR_INVALID, "invalid_input", "no key for a checksum %.16s…", pb->checksum);
+		return pf_error_set(err, PF_ERR_INVALID, "invalid_input", "no key for a checksum %.16s\u2026", pb->checksum);
 	return pf_s3_put_object(s3, req->ctx->cfg.s3_bucket, key, pb->details, pb->details_len,
 							"application/json", err);
 }

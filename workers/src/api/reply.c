@@ -254,7 +254,7 @@ api_reply_unauthorized(api_request *req)
 	const char *auth = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 
 	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer …)");
+		return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "missing API key (Authorization: Bearer \u2026)");
 	return api_reply_error(req, MHD_HTTP_UNAUTHORIZED, "unauthorized", "invalid API key");
 }
 

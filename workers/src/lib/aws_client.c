@@ -149,6 +149,15 @@ is_expired_token(const char *code)
 		strcmp(code, "RequestExpired") == 0;
 }
 
+/* One more header to sign, at headers[*n]. */
+static void
+add_header(pf_sigv4_header *headers, size_t *n, const char *name, const char *value)
+{
+	headers[*n].name = name;
+	headers[*n].value = value;
+	(*n)++;
+}
+
 /* Build, sign and start one attempt. */
 static pf_result
 start_attempt(pf_aws_client *client, pf_aws_call *call)
@@ -192,13 +201,13 @@ start_attempt(pf_aws_client *client, pf_aws_call *call)
 	pf_sigv4_amz_date(time(NULL), amz_date);
 	pf_sha256_hex(call->body.data ? call->body.data : "", call->body.len, payload_hash);
 
-	headers[n++] = (pf_sigv4_header) {"Host", host_header.data};
-	headers[n++] = (pf_sigv4_header) {"X-Amz-Date", amz_date};
-	headers[n++] = (pf_sigv4_header) {"X-Amz-Content-Sha256", payload_hash};
+	add_header(headers, &n, "Host", host_header.data);
+	add_header(headers, &n, "X-Amz-Date", amz_date);
+	add_header(headers, &n, "X-Amz-Content-Sha256", payload_hash);
 	if (creds->session_token)
-		headers[n++] = (pf_sigv4_header) {"X-Amz-Security-Token", creds->session_token};
+		add_header(headers, &n, "X-Amz-Security-Token", creds->session_token);
 	for (int i = 0; i < call->n_headers; i++)
-		headers[n++] = (pf_sigv4_header) {call->header_names[i], call->header_values[i]};
+		add_header(headers, &n, call->header_names[i], call->header_values[i]);
 
 	sreq.method = call->method;
 	sreq.path = path;

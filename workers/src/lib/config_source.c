@@ -20,20 +20,6 @@ struct pf_config_file_value
 	char	   *value;
 };
 
-static bool
-failf(char *error, size_t error_len, const char *fmt,...) __attribute__((format(printf, 3, 4)));
-
-static bool
-failf(char *error, size_t error_len, const char *fmt,...)
-{
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(error, error_len, fmt, ap);
-	va_end(ap);
-	return false;
-}
-
 /* Lines "NAME=value"; blank lines and lines starting with '#' are skipped. */
 static bool
 read_config_file(pf_config_source *src, const char *path, char *error, size_t error_len)
@@ -45,7 +31,7 @@ read_config_file(pf_config_source *src, const char *path, char *error, size_t er
 	bool		ok = true;
 
 	if (f == NULL)
-		return failf(error, error_len, "invalid %s: cannot read %s: %s", PF_CONFIG_FILE_VAR, path, strerror(errno));
+		return pf_config_failf(error, error_len, "invalid %s: cannot read %s: %s", PF_CONFIG_FILE_VAR, path, strerror(errno));
 	while (ok && getline(&line, &cap, f) >= 0)
 	{
 		char	   *p = pf_config_trim(line);
@@ -60,7 +46,7 @@ read_config_file(pf_config_source *src, const char *path, char *error, size_t er
 		eq = strchr(p, '=');
 		if (eq == NULL)
 		{
-			ok = failf(error, error_len, "invalid %s: line %d of %s: expected NAME=value", PF_CONFIG_FILE_VAR, lineno, path);
+			ok = pf_config_failf(error, error_len, "invalid %s: line %d of %s: expected NAME=value", PF_CONFIG_FILE_VAR, lineno, path);
 			break;
 		}
 		*eq = '\0';
@@ -76,7 +62,7 @@ read_config_file(pf_config_source *src, const char *path, char *error, size_t er
 		}
 		if (pf_setting_find(name) == NULL)
 		{
-			ok = failf(error, error_len, "invalid %s: line %d of %s: unknown setting %s", PF_CONFIG_FILE_VAR, lineno, path, name);
+			ok = pf_config_failf(error, error_len, "invalid %s: line %d of %s: unknown setting %s", PF_CONFIG_FILE_VAR, lineno, path, name);
 			break;
 		}
 		src->file = pf_realloc(src->file, sizeof(*src->file) * (size_t) (src->n_file + 1));

@@ -72,6 +72,8 @@ void		pf_config_source_close(pf_config_source *src);
 /* config_values.c */
 /* Check v against s's type and store it in cfg; false with error written. */
 bool		pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error, size_t error_len);
+/* Writes the message into error and returns false: every refusal of the loader. */
+bool		pf_config_failf(char *error, size_t error_len, const char *fmt,...) __attribute__((format(printf, 3, 4)));
 /* s without leading and trailing white space, in place. */
 char	   *pf_config_trim(char *s);
 

@@ -18,11 +18,8 @@
 
 #include "payflow/buf.h"
 
-static bool
-failf(char *error, size_t error_len, const char *fmt,...) __attribute__((format(printf, 3, 4)));
-
-static bool
-failf(char *error, size_t error_len, const char *fmt,...)
+bool
+pf_config_failf(char *error, size_t error_len, const char *fmt,...)
 {
 	va_list		ap;
 
@@ -230,7 +227,7 @@ pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error
 			break;
 		case T_URL:
 			if (!is_http_url(v))
-				return failf(error, error_len, "invalid %s: expected an http:// or https:// URL", s->name);
+				return pf_config_failf(error, error_len, "invalid %s: expected an http:// or https:// URL", s->name);
 			break;
 		case T_CONNINFO:
 			{
@@ -240,13 +237,13 @@ pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error
 				/* libpq's message may quote the string, so it is not shown */
 				PQfreemem(errmsg);
 				if (opts == NULL)
-					return failf(error, error_len, "invalid %s: not a libpq connection string or URI", s->name);
+					return pf_config_failf(error, error_len, "invalid %s: not a libpq connection string or URI", s->name);
 				PQconninfoFree(opts);
 				break;
 			}
 		case T_INT:
 			if (!parse_int(v, s->min, s->max, (int *) target))
-				return failf(error, error_len, "invalid %s: \"%.64s\" is not an integer from %d to %d", s->name, v, s->min, s->max);
+				return pf_config_failf(error, error_len, "invalid %s: \"%.64s\" is not an integer from %d to %d", s->name, v, s->min, s->max);
 			return true;
 		case T_ENUM:
 			if (!parse_enum(v, s->choices, (int *) target))
@@ -257,16 +254,16 @@ pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error
 				for (char *c = list; *c; c++)
 					if (*c == '|')
 						*c = '/';
-				return failf(error, error_len, "invalid %s: \"%.64s\" is not one of %s", s->name, v, list);
+				return pf_config_failf(error, error_len, "invalid %s: \"%.64s\" is not one of %s", s->name, v, list);
 			}
 			return true;
 		case T_HOST_PORT:
 			if (!parse_host_port(v))
-				return failf(error, error_len, "invalid %s: expected host:port", s->name);
+				return pf_config_failf(error, error_len, "invalid %s: expected host:port", s->name);
 			break;
 		case T_QUEUE_MAP:
 			if (!pf_queue_map_parse(v, (pf_queue_map *) target, why, sizeof(why)))
-				return failf(error, error_len, "invalid %s: %s", s->name, why);
+				return pf_config_failf(error, error_len, "invalid %s: %s", s->name, why);
 			return true;
 	}
 	*(char **) target = pf_strdup(v);

@@ -41,7 +41,7 @@ pf_stop_signals_take(int fd)
 int
 pf_stop_signals_wait(int fd, int timeout_ms)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct pollfd p = {fd, POLLIN, 0};
 
 	if (fd < 0)
 		return 0;
@@ -53,7 +53,7 @@ pf_stop_signals_wait(int fd, int timeout_ms)
 bool
 pf_stop_signals_pending(int fd)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct pollfd p = {fd, POLLIN, 0};
 
 	return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
 }

@@ -66,17 +66,17 @@ typedef struct request
 	struct request *next;
 } request;
 
-typedef struct queue
+typedef struct batch_queue
 {
 	request    *head;
 	request    *tail;
 	int			n;
 	bool		leader;			/* a thread gathers or runs a batch */
-} queue;
+} batch_queue;
 
 static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t batch_changed = PTHREAD_COND_INITIALIZER;
-static queue queues[N_KINDS];
+static batch_queue queues[N_KINDS];
 
 static const char *const batch_sql[N_KINDS] = {
 	"SELECT c.item, c.answer, c.input, c.error, "
@@ -240,7 +240,7 @@ busy_executors(worker *w)
 static void
 submit(worker *w, batch_kind kind, request *req)
 {
-	queue	   *q = &queues[kind];
+	batch_queue *q = &queues[kind];
 	int			busy = busy_executors(w);	/* before batch_lock: never both at once */
 
 	pthread_mutex_lock(&batch_lock);

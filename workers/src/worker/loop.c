@@ -460,6 +460,7 @@ collect_renewals(worker *w)
 		for (int i = 0; i < w->n_held; i++)
 		{
 			job		   *j = w->held[i];
+			pf_log_ids	ids = {0};
 
 			/*
 			 * a claim made after the round's snapshot is not what the round
@@ -472,7 +473,8 @@ collect_renewals(worker *w)
 			/* counted here, not per lost id: a step that finished while its round ran is no loss */
 			j->stop = STOP_LEASE_LOST;
 			atomic_fetch_add(&w->stats.leases_lost, 1);
-			pf_log_write(PF_LOG_WARN, &(pf_log_ids) {j->operation_id, NULL, NULL},
+			ids.operation_id = j->operation_id;
+			pf_log_write(PF_LOG_WARN, &ids,
 						 json_pack("{s:s}", "messageId", j->msg->id),
 						 "lease lost: another worker took the step over");
 		}

@@ -78,6 +78,7 @@ step_status
 step_hook_run_http(step_hook *hook, pf_http_call *http, step_run *run)
 {
 	pf_buf		body = PF_BUF_INIT;
+	const char *headers[] = {NULL, NULL};	/* the Authorization line, if any */
 	pf_http_response resp;
 	pf_http_verdict verdict;
 	pf_error	err;
@@ -87,8 +88,8 @@ step_hook_run_http(step_hook *hook, pf_http_call *http, step_run *run)
 
 	request_body(hook, run, &body);
 	step_call_started(run, (hook->timeout_ms + 999) / 1000);
-	r = pf_http_call_post_json_with(http, hook->url, run->idempotency_key,
-									(const char *const[]) {hook->authorization, NULL},
+	headers[0] = hook->authorization;
+	r = pf_http_call_post_json_with(http, hook->url, run->idempotency_key, headers,
 									body.data, body.len, &resp, &err);
 	step_call_finished(run);
 	pf_buf_free(&body);

@@ -10,6 +10,8 @@
 #               installed from test/lint/package-lock.json into .cache/lint
 #   plpgsql_check: every PL/pgSQL function of both flavours, on a throwaway
 #               cluster, each finding explained (test/lint/plpgsql_check.sh)
+#   C layout:   every .c and .h laid out as pgindent does, by pg_bsd_indent
+#               (test/lint/c_format.sh; --write applies it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source test/lib/deps.sh
@@ -57,6 +59,7 @@ run_eslint() {
 pf_install_deps
 step shellcheck run_shellcheck
 step eslint run_eslint
+step "C layout" test/lint/c_format.sh
 step plpgsql_check test/lint/plpgsql_check.sh
 [ "$failed" = 0 ] && echo "make lint: all linters passed"
 exit "$failed"

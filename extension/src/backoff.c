@@ -17,8 +17,8 @@ static int64
 pf_interval_usecs(Interval *iv, const char *argname)
 {
 	int64		usecs = iv->time +
-		(int64) iv->day * USECS_PER_DAY +
-		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	(int64) iv->day * USECS_PER_DAY +
+	(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 
 	if (usecs < 0)
 		ereport(ERROR,

@@ -161,7 +161,7 @@ payflow_scheduler_main(Datum main_arg)
 		if (payflow_wakeup_pending())
 			timeout_ms = Min(timeout_ms,
 							 TimestampDifferenceMilliseconds(now, TimestampTzPlusMilliseconds(last_notify,
-																							   payflow_notify_interval_ms)));
+																							  payflow_notify_interval_ms)));
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout_ms, PG_WAIT_EXTENSION);

@@ -192,12 +192,12 @@ pf_graph_read(int32 version, PfGraph *g, bool *cacheable)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(
-			"SELECT d.ready_status, d.running_status, d.done_status, p.xmin::text,"
-			"       'payflow.pipelines'::pg_catalog.regclass::pg_catalog.oid"
-			"  FROM payflow.pipelines p"
-			"  JOIN payflow.step_definitions d ON d.pipeline_version = p.version"
-			" WHERE p.version = $1 ORDER BY d.position",
-			1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+							  "SELECT d.ready_status, d.running_status, d.done_status, p.xmin::text,"
+							  "       'payflow.pipelines'::pg_catalog.regclass::pg_catalog.oid"
+							  "  FROM payflow.pipelines p"
+							  "  JOIN payflow.step_definitions d ON d.pipeline_version = p.version"
+							  " WHERE p.version = $1 ORDER BY d.position",
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading pipeline version %d failed", version);
 	n = SPI_processed;
 	for (uint64 r = 0; r < n; r++)
@@ -354,8 +354,8 @@ pf_statuses_read(void)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute(
-			"SELECT p.xmin::text, 'payflow.pipelines'::pg_catalog.regclass::pg_catalog.oid"
-			"  FROM payflow.pipelines p", true, 0) != SPI_OK_SELECT)
+					"SELECT p.xmin::text, 'payflow.pipelines'::pg_catalog.regclass::pg_catalog.oid"
+					"  FROM payflow.pipelines p", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the pipeline versions failed");
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
@@ -367,14 +367,14 @@ pf_statuses_read(void)
 		pipelines_relid = DatumGetObjectId(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	if (SPI_execute(
-			"SELECT s, pg_catalog.bool_or(t) FROM ("
-			" SELECT d.ready_status, false FROM payflow.step_definitions d"
-			" UNION ALL SELECT d.running_status, false FROM payflow.step_definitions d"
-			" UNION ALL SELECT d.done_status, NOT EXISTS (SELECT FROM payflow.step_definitions n"
-			"   WHERE n.pipeline_version = d.pipeline_version AND n.position = d.position + 1)"
-			"   FROM payflow.step_definitions d"
-			" UNION ALL VALUES ('FAILED', true), ('CANCELLED', true)) x(s, t) GROUP BY s",
-			true, 0) != SPI_OK_SELECT)
+					"SELECT s, pg_catalog.bool_or(t) FROM ("
+					" SELECT d.ready_status, false FROM payflow.step_definitions d"
+					" UNION ALL SELECT d.running_status, false FROM payflow.step_definitions d"
+					" UNION ALL SELECT d.done_status, NOT EXISTS (SELECT FROM payflow.step_definitions n"
+					"   WHERE n.pipeline_version = d.pipeline_version AND n.position = d.position + 1)"
+					"   FROM payflow.step_definitions d"
+					" UNION ALL VALUES ('FAILED', true), ('CANCELLED', true)) x(s, t) GROUP BY s",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading the pipeline's statuses failed");
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
@@ -528,7 +528,7 @@ payflow_guard_transition(PG_FUNCTION_ARGS)
 
 		if (!replay_move || id == NULL || strcmp(id, replay_operation) != 0)
 			pf_illegal(g, from, to, replay_move);
-		replay_operation[0] = '\0';	/* one move per permission */
+		replay_operation[0] = '\0'; /* one move per permission */
 	}
 	return PointerGetDatum(newtup);
 }

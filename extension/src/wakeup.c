@@ -28,8 +28,7 @@ typedef struct PayflowWakeupShared
 {
 	slock_t		mutex;			/* protects scheduler_latch */
 	Latch	   *scheduler_latch;	/* NULL while no scheduler runs */
-	pg_atomic_uint32 dirty;		/* PF_WAKE_* bits of the commits since the
-								 * last NOTIFYs */
+	pg_atomic_uint32 dirty;		/* PF_WAKE_* bits of the commits since the last NOTIFYs */
 } PayflowWakeupShared;
 
 static PayflowWakeupShared *wakeup_shared = NULL;

@@ -11,7 +11,7 @@ PF_DEBIAN_PACKAGES="build-essential pkg-config
 	unixodbc unixodbc-dev odbc-postgresql libmicrohttpd-dev
 	mariadb-server odbc-mariadb libsqliteodbc sqlite3
 	nodejs npm curl ca-certificates procps psmisc wrk
-	flex libkrb5-dev shellcheck postgresql-15-plpgsql-check pgbouncer
+	flex libkrb5-dev shellcheck postgresql-15-plpgsql-check pgbouncer pg-bsd-indent
 	chromium"
 
 pf_install_deps() {

@@ -99,8 +99,8 @@ queue_depth(stack *st, const char *url)
 		show("GetQueueAttributes", &err);
 	else
 	{
-		depth = atoi(json_string_value(json_object_get(attrs, "ApproximateNumberOfMessages")) ?: "-1") +
-			atoi(json_string_value(json_object_get(attrs, "ApproximateNumberOfMessagesNotVisible")) ?: "0");
+		depth = atoi(json_string_value(json_object_get(attrs, "ApproximateNumberOfMessages")) ? : "-1") +
+			atoi(json_string_value(json_object_get(attrs, "ApproximateNumberOfMessagesNotVisible")) ? : "0");
 		json_decref(attrs);
 	}
 	return depth;
@@ -462,7 +462,7 @@ main(void)
 
 		pf_http_stats(pf_aws_client_http(st.aws), &requests, &connections);
 		printf("aws_smoke: %ld HTTP requests over %ld connections\n", requests, connections);
-		CHECK(connections < requests / 10);	/* kept alive and reused */
+		CHECK(connections < requests / 10); /* kept alive and reused */
 	}
 	{
 		char	   *saved = strdup(url);	/* the configuration goes with the stack */

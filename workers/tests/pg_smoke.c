@@ -73,10 +73,10 @@ int
 main(void)
 {
 	const char *url = getenv("PAYFLOW_DATABASE_URL");
-	pf_pg_options opts = {.application_name = "payflow-pg-smoke", .connect_timeout_s = 5, .max_attempts = 4,
-		.backoff_base_ms = 50, .backoff_cap_ms = 500};
-	pf_pg_options short_opts = {.application_name = "payflow-pg-smoke-timeout", .connect_timeout_s = 5,
-		.statement_timeout_ms = 100, .max_attempts = 3, .backoff_base_ms = 10, .backoff_cap_ms = 50};
+	pf_pg_options opts = {.application_name = "payflow-pg-smoke",.connect_timeout_s = 5,.max_attempts = 4,
+	.backoff_base_ms = 50,.backoff_cap_ms = 500};
+	pf_pg_options short_opts = {.application_name = "payflow-pg-smoke-timeout",.connect_timeout_s = 5,
+	.statement_timeout_ms = 100,.max_attempts = 3,.backoff_base_ms = 10,.backoff_cap_ms = 50};
 	pf_pg	   *pg;
 	pf_pg	   *admin;
 	pf_pg	   *hasty;

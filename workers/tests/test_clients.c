@@ -31,6 +31,7 @@
 
 static int	server_port;
 static pid_t server_pid;
+
 /* the server writes a byte here for each /creds-held refresh it holds */
 static int	held_notify[2];
 static int	held_requests;
@@ -604,12 +605,12 @@ test_error_classification(void)
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "40001", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "40P01", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "55P03", false));
-	CHECK(pf_pg_run_again(PF_PG_ONCE, "25006", false));	/* a read-only server wrote nothing */
+	CHECK(pf_pg_run_again(PF_PG_ONCE, "25006", false)); /* a read-only server wrote nothing */
 	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "57014", false));	/* it would time out again */
 	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57014", false));
 	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, "57P01", true));
 	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, NULL, true));
-	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57P01", true));	/* it may have committed */
+	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57P01", true)); /* it may have committed */
 	CHECK(!pf_pg_run_again(PF_PG_ONCE, NULL, true));
 	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "23505", false));
 	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "PF004", false));
@@ -638,8 +639,8 @@ test_backoff(void)
 static void
 test_pg_unreachable(void)
 {
-	pf_pg_options opts = {.application_name = "payflow-test", .connect_timeout_s = 1, .max_attempts = 3,
-	.backoff_base_ms = 10, .backoff_cap_ms = 20};
+	pf_pg_options opts = {.application_name = "payflow-test",.connect_timeout_s = 1,.max_attempts = 3,
+	.backoff_base_ms = 10,.backoff_cap_ms = 20};
 	pf_pg	   *pg = pf_pg_create("host=127.0.0.1 port=1 dbname=none user=none", &opts);
 	const char *values[1] = {"1"};
 	pf_error	err;
@@ -676,7 +677,7 @@ test_aws_wait_extra_fd(void)
 
 	t0 = pf_now_ms();
 	CHECK(pf_aws_wait(aws, 300, fds[0]) == NULL);
-	CHECK(pf_now_ms() - t0 >= 250);	/* waited for the time-out */
+	CHECK(pf_now_ms() - t0 >= 250); /* waited for the time-out */
 
 	child = fork();
 	if (child == 0)
@@ -688,7 +689,7 @@ test_aws_wait_extra_fd(void)
 	}
 	t0 = pf_now_ms();
 	CHECK(pf_aws_wait(aws, 5000, fds[0]) == NULL);
-	CHECK(pf_now_ms() - t0 < 2000);	/* woken by the fd, not the time-out */
+	CHECK(pf_now_ms() - t0 < 2000); /* woken by the fd, not the time-out */
 	waitpid(child, NULL, 0);
 	CHECK(pf_aws_wait(aws, 1000, -1) == NULL);	/* nothing pending, no fd: at once */
 	close(fds[0]);

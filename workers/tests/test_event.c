@@ -90,10 +90,10 @@ test_optional_members(void)
 {
 	pf_event	ev;
 	const char *body =
-		"{\"eventType\":\"OperationFailed\",\"eventVersion\":1,\"eventId\":\"" UUID "\","
-		"\"operationId\":\"" OPID "\",\"paymentId\":\"p\",\"attempt\":3,"
-		"\"createdAt\":\"2024-10-01T12:00:00.123456+00:00\",\"error\":{\"code\":\"X\"},"
-		"\"someFutureField\":true}";
+	"{\"eventType\":\"OperationFailed\",\"eventVersion\":1,\"eventId\":\"" UUID "\","
+	"\"operationId\":\"" OPID "\",\"paymentId\":\"p\",\"attempt\":3,"
+	"\"createdAt\":\"2024-10-01T12:00:00.123456+00:00\",\"error\":{\"code\":\"X\"},"
+	"\"someFutureField\":true}";
 
 	CHECK(parse(body, &ev) == PF_EVENT_OK);
 	CHECK(ev.correlation_id == NULL);

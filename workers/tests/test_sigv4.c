@@ -269,7 +269,7 @@ run_vector(const char *dir, const char *name, const suite_config *cfg)
 	char	   *creq = read_vector_file(dir, name, "creq");
 	char	   *sts = read_vector_file(dir, name, "sts");
 	char	   *authz = read_vector_file(dir, name, "authz");
-	parsed_req req;
+	parsed_req	req;
 	pf_sigv4_result res;
 	const erratum *fix = find_erratum(name);
 	int			failed_before = unit_failed;
@@ -293,7 +293,7 @@ run_vector(const char *dir, const char *name, const suite_config *cfg)
 	}
 	else
 	{
-		parsed_req orig;
+		parsed_req	orig;
 		pf_sigv4_result ores;
 		char	   *expected_sig = strstr(authz, "Signature=");
 		char	   *authz_prefix = NULL;

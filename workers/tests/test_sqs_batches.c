@@ -31,6 +31,7 @@ static int	entries_delete;
 static int	entries_visibility;
 static int	flaky_failures;		/* "flaky" receipts fail (not the sender's fault) this often */
 static int	fail_calls;			/* the next batch calls answer 500 as a whole */
+
 /* the receipts and timeouts of every visibility entry, in arrival order */
 static char visibility_log[4096];
 
@@ -287,7 +288,7 @@ test_deletes_coalesce(void)
 	reset_counts();
 	for (int i = 10; i < 25; i++)
 		t->ops->delete_messages(t, &msgs[i], 1);
-	CHECK(t->ops->pending(t) == 6);	/* one call in flight, five waiting */
+	CHECK(t->ops->pending(t) == 6); /* one call in flight, five waiting */
 	CHECK(run_until_idle(t) >= 40);
 	CHECK(calls_delete == 2);
 	CHECK(entries_delete == 15);

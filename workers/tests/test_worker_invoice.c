@@ -327,7 +327,7 @@ typedef struct server
 	int			port;
 	server_mode mode;
 	const char *answer;
-	char		request[8192];
+	char request[8192];
 	size_t		request_len;
 	volatile int stop;
 	pthread_t	thread;
@@ -343,7 +343,7 @@ read_request(server *s, int conn)
 	s->request_len = 0;
 	while (s->request_len < sizeof(s->request) - 1)
 	{
-		ssize_t		n = recv(conn, s->request + s->request_len, sizeof(s->request) - 1 - s->request_len, 0);
+		ssize_t		n = recv(conn, s->request +s->request_len, sizeof(s->request) - 1 - s->request_len, 0);
 
 		if (n <= 0)
 			break;
@@ -353,7 +353,7 @@ read_request(server *s, int conn)
 		{
 			const char *cl = strcasestr(s->request, "Content-Length:");
 
-			want = (size_t) (end + 4 - s->request) + (cl ? (size_t) atol(cl + 15) : 0);
+			want = (size_t) (end + 4 - s->request) +(cl ? (size_t) atol(cl + 15) : 0);
 		}
 		if (end != NULL && s->request_len >= want)
 			break;
@@ -453,7 +453,7 @@ test_call_answer(void)
 	CHECK(strstr(s.request, "\r\nUser-Agent: payflow-test\r\n") != NULL);
 	CHECK(strstr(s.request, "Expect:") == NULL);
 	/* the body byte for byte: 12.50 stays 12.50 */
-	CHECK(s.request_len > strlen(body) && strcmp(s.request + s.request_len - strlen(body), body) == 0);
+	CHECK(s.request_len > strlen(body) && strcmp(s.request +s.request_len - strlen(body), body) == 0);
 	pf_http_call_stats(call, &calls, &connections);
 	CHECK(calls == 1 && connections == 1);
 	pf_http_response_free(&resp);

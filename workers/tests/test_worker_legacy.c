@@ -98,10 +98,11 @@ test_sqlstate_defaults(void)
 {
 	/* what psqlODBC reports for the fixture's faults (test/fixtures/legacy) */
 	const char *retryable[] = {"08S01", "08001", "08006", "40001", "40P01", "57014", "HYT00", "HYT01",
-		"HY008", "55P03", "53300", "57P01", "HY000", "XX000", "", "70100", "HY018", NULL};
+	"HY008", "55P03", "53300", "57P01", "HY000", "XX000", "", "70100", "HY018", NULL};
+
 	/* MariaDB's SIGNAL (45000), a strict-mode truncation (01000), its data error (22007) */
 	const char *permanent[] = {"22023", "22P02", "23514", "23505", "P0001", "P0002", "42501", "42883",
-		"28P01", "0A000", "45000", "01000", "22007", "23000", "42000", NULL};
+	"28P01", "0A000", "45000", "01000", "22007", "23000", "42000", NULL};
 
 	for (int i = 0; retryable[i]; i++)
 		if (!CHECK(pf_sqlstate_is_retryable(NULL, retryable[i])))
@@ -265,8 +266,8 @@ static void
 test_json_member_text(void)
 {
 	const char *details = "{\"amount\": 12.50, \"currency\":\"EUR\", \"tiny\":0.1, \"big\":12345678901234567890123,"
-		" \"ok\":true, \"none\":null, \"nested\":{\"a\":[1,\"}\",{\"b\":2}]}, \"esc\":\"a\\\"b\\u00e9\","
-		" \"k\\u0065y\":7, \"list\":[ 1, 2 ],\"last\":-1e-3}";
+	" \"ok\":true, \"none\":null, \"nested\":{\"a\":[1,\"}\",{\"b\":2}]}, \"esc\":\"a\\\"b\\u00e9\","
+	" \"k\\u0065y\":7, \"list\":[ 1, 2 ],\"last\":-1e-3}";
 	pf_json_member_kind kind;
 	char	   *text;
 	pf_error	err;
@@ -283,9 +284,9 @@ test_json_member_text(void)
 	expect_member(details, "list", PF_JSON_MEMBER_OTHER, "[ 1, 2 ]");
 	expect_member(details, "last", PF_JSON_MEMBER_OTHER, "-1e-3");
 	expect_member(details, "missing", PF_JSON_MEMBER_ABSENT, NULL);
-	expect_member("{\"a\":1,\"a\":2}", "a", PF_JSON_MEMBER_OTHER, "2");	/* last wins */
+	expect_member("{\"a\":1,\"a\":2}", "a", PF_JSON_MEMBER_OTHER, "2"); /* last wins */
 	expect_member("{\"a\":\"x\",\"b\":{\"a\":1}}", "a", PF_JSON_MEMBER_STRING, "x");
-	expect_member("{\"b\":{\"a\":1},\"a\":3}", "a", PF_JSON_MEMBER_OTHER, "3");	/* not the nested one */
+	expect_member("{\"b\":{\"a\":1},\"a\":3}", "a", PF_JSON_MEMBER_OTHER, "3"); /* not the nested one */
 
 	CHECK(pf_json_member_text("[1]", 3, "a", &kind, &text, &err) == PF_ERR_INVALID);
 	CHECK(pf_json_member_text("{\"a\":", 5, "a", &kind, &text, &err) == PF_ERR_INVALID);

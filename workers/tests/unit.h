@@ -17,6 +17,7 @@ bool		unit_check(bool ok, const char *file, int line, const char *expr);
 bool		unit_check_str(const char *got, const char *want, const char *file, int line,
 						   const char *expr);
 int			unit_finish(const char *name);
+
 /* Read a whole file; NULL when it cannot be read. The caller frees it. */
 char	   *unit_read_file(const char *path, size_t *len);
 

@@ -65,6 +65,7 @@ struct pf_aws_call
 pf_aws_client *pf_aws_client_create(const pf_config *cfg, pf_aws_credentials_provider *credentials);
 void		pf_aws_client_destroy(pf_aws_client *client);
 const char *pf_aws_client_region(const pf_aws_client *client);
+
 /* The client's HTTP transfer set (for its statistics). */
 pf_http    *pf_aws_client_http(pf_aws_client *client);
 

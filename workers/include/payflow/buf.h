@@ -31,8 +31,10 @@ void		pf_buf_append_str(pf_buf *buf, const char *str);
 void		pf_buf_append_char(pf_buf *buf, char c);
 void		pf_buf_appendf(pf_buf *buf, const char *fmt,...) __attribute__((format(printf, 2, 3)));
 void		pf_buf_vappendf(pf_buf *buf, const char *fmt, va_list ap);
+
 /* The contents as a string ("" when empty); the buffer keeps ownership. */
 const char *pf_buf_str(const pf_buf *buf);
+
 /* Hand the contents to the caller (free() it) and leave the buffer empty. */
 char	   *pf_buf_steal(pf_buf *buf);
 

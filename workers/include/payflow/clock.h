@@ -13,8 +13,10 @@
 /* Monotonic milliseconds and microseconds, for deadlines and durations. */
 int64_t		pf_now_ms(void);
 int64_t		pf_now_us(void);
+
 /* Sleep up to ms; a signal cuts it short, so shutdown flags are seen at once. */
 void		pf_sleep_ms(int ms);
+
 /*
  * *deadline = now + ms on clock (CLOCK_MONOTONIC for a condition variable
  * made with pthread_condattr_setclock, CLOCK_REALTIME for a default one).

@@ -127,7 +127,7 @@ typedef struct pf_config
 	int			api_max_streams_per_key;	/* event streams one API key may hold */
 	int			api_max_connections;	/* HTTP connections, streams included */
 	int			api_max_connections_per_address;	/* from one client address; 0: no limit */
-	int			api_header_timeout;	/* seconds to send a request's head */
+	int			api_header_timeout; /* seconds to send a request's head */
 	int			log_level;		/* pf_log_level */
 	int			relay_in_flight;
 	int			relay_lease_seconds;
@@ -147,11 +147,11 @@ typedef struct pf_config
 	int			webhook_timeout_ms;
 	int			webhook_backoff_base_s;
 	int			webhook_backoff_max_s;
-	int			webhook_allow_http;	/* 0 false, 1 true: http:// to loopback URLs */
+	int			webhook_allow_http; /* 0 false, 1 true: http:// to loopback URLs */
 	char	   *invoice_authorization;	/* Authorization header value, a secret */
 	char	   *postprocess_authorization;
 	char	   *step_authorization;
-	int			raw_error_text;	/* 1: downstream error texts kept, masked */
+	int			raw_error_text; /* 1: downstream error texts kept, masked */
 	int			hand_over_uncancelled;	/* 1: a call deaf to its cancel loses its lease */
 	char	   *ecs_agent_uri;	/* set by ECS in every task: task scale-in protection */
 	int			protection_minutes; /* ExpiresInMinutes of each protection */
@@ -172,6 +172,7 @@ bool		pf_config_load(pf_config *cfg, unsigned programs, char *error, size_t erro
  * level and registers secrets with the logger.
  */
 void		pf_config_load_or_exit(pf_config *cfg, const char *progname, unsigned programs);
+
 /* One warning line per PAYFLOW_* variable that is no setting (a typo?) */
 void		pf_config_warn_unknown_variables(void);
 
@@ -184,6 +185,7 @@ void		pf_config_free(pf_config *cfg);
  * the table only, never a value.
  */
 void		pf_config_print_settings(FILE *out, const char *program, const char *role, unsigned programs);
+
 /* The same, with more members for the first line (head_extra, consumed; may be NULL). */
 void		pf_config_print_settings_with(FILE *out, const char *program, const char *role, unsigned programs,
 										  json_t *head_extra);

@@ -75,6 +75,7 @@ void		pf_event_free(pf_event *event);
 const char *pf_event_status_name(pf_event_status status);
 const char *pf_event_type_name(pf_event_type type);
 bool		pf_event_type_parse(const char *name, pf_event_type *type);
+
 /*
  * Names the event type PF_EVENT_STEP_REQUESTED stands for, with the member
  * holding its input reference and the destination it is published to, as
@@ -86,6 +87,7 @@ bool		pf_event_define_step_request(const char *name, const char *ref_member, con
 
 /* The queue destination an event type is published to (DESIGN §2). */
 const char *pf_event_destination(pf_event_type type);
+
 /* The name of the member holding the type's payload reference, or NULL. */
 const char *pf_event_ref_member(pf_event_type type);
 

@@ -73,9 +73,11 @@ void		pf_http_destroy(pf_http *http);
 
 void		pf_http_request_init(pf_http_request *req, const char *method, const char *url);
 void		pf_http_request_add_header(pf_http_request *req, const char *name, const char *value);
+
 /* A whole header line "Name: value" (e.g. a webhook's signature). */
 void		pf_http_request_add_header_line(pf_http_request *req, const char *line);
 void		pf_http_request_set_body(pf_http_request *req, const void *body, size_t len);
+
 /* Forget the results so the same request can be started again (a retry). */
 void		pf_http_request_clear_results(pf_http_request *req);
 void		pf_http_request_free(pf_http_request *req);
@@ -112,6 +114,7 @@ void		pf_http_clear_interrupt(pf_http *http);
 /* Abandon a request in flight (shutdown, a caller that gave up). */
 void		pf_http_cancel(pf_http *http, pf_http_request *req);
 int			pf_http_in_flight(const pf_http *http);
+
 /* Requests completed and new connections they opened: reuse is their ratio. */
 void		pf_http_stats(const pf_http *http, long *requests, long *connections);
 

@@ -77,6 +77,7 @@ void		pf_http_call_clear_interrupt(pf_http_call *call);
 pf_result	pf_http_call_post_json(pf_http_call *call, const char *url, const char *key,
 								   const char *body, size_t body_len, pf_http_response *resp,
 								   pf_error *err);
+
 /*
  * The same with extra header lines "Name: value" (a NULL-terminated list,
  * or NULL), e.g. a webhook's signature; key may be NULL.

@@ -36,6 +36,7 @@ typedef struct pf_log_ids
 void		pf_log_init(const char *component, pf_log_level level);
 void		pf_log_set_level(pf_log_level level);
 bool		pf_log_enabled(pf_log_level level);
+
 /* Tests point the log at a file; programs leave it on stderr. */
 void		pf_log_set_stream(FILE *stream);
 bool		pf_log_level_parse(const char *text, pf_log_level *level);

@@ -68,12 +68,9 @@ void		pf_odbc_set_log_ids(pf_odbc *odbc, const pf_log_ids *ids);
 typedef struct pf_odbc_call_info
 {
 	bool		executed;		/* SQLExecute was called: the DBMS may have acted */
-	bool		answered;		/* ... and returned success: a failure after
-								 * it (reading the row) comes after the DBMS
-								 * did its work */
+	bool		answered;		/* ... and returned success: a failure after it (reading the row) comes after the DBMS did its work */
 	bool		timed_out;		/* payflow's own time-out cancelled it */
-	bool		cancel_failed;	/* a cancel was refused or failed: the call
-								 * ran on until the DBMS ended it */
+	bool		cancel_failed;	/* a cancel was refused or failed: the call ran on until the DBMS ended it */
 	int64_t		ms;				/* how long SQLExecute took */
 } pf_odbc_call_info;
 

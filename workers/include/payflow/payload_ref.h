@@ -50,8 +50,10 @@ bool		pf_request_key(const char *checksum, char out[PF_PAYLOAD_KEY_MAX + 1]);
 
 /* "sha256:<hex>" of data. */
 void		pf_checksum_of(const void *data, size_t len, char out[PF_CHECKSUM_LEN + 1]);
+
 /* Accepts "sha256:" + 64 hex digits of either case; digest may be NULL. */
 bool		pf_checksum_parse(const char *text, unsigned char digest[32]);
+
 /* True when data hashes to checksum (a well-formed "sha256:<hex>"). */
 bool		pf_checksum_verify(const void *data, size_t len, const char *checksum);
 
@@ -63,6 +65,7 @@ bool		pf_checksum_verify(const void *data, size_t len, const char *checksum);
 pf_result	pf_payload_ref_from_json(const json_t *json, pf_payload_ref *ref, pf_error *err);
 pf_result	pf_payload_ref_parse(const char *text, pf_payload_ref *ref, pf_error *err);
 json_t	   *pf_payload_ref_to_json(const pf_payload_ref *ref);
+
 /* Compact JSON text; the caller frees it. */
 char	   *pf_payload_ref_dumps(const pf_payload_ref *ref);
 void		pf_payload_ref_copy(pf_payload_ref *dst, const pf_payload_ref *src);

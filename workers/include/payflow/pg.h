@@ -56,8 +56,7 @@ typedef struct pf_pg_options
 	const char *application_name;	/* shown in pg_stat_activity */
 	int			connect_timeout_s;	/* per attempt; default 10 */
 	int			statement_timeout_ms;	/* 0: the server's setting */
-	int			max_attempts;	/* per statement, including the first;
-								 * default 5 */
+	int			max_attempts;	/* per statement, including the first; default 5 */
 	int			backoff_base_ms;	/* default 100 */
 	int			backoff_cap_ms; /* default 10000 */
 	/* when set and non-zero, reconnect and retry loops give up at once */
@@ -83,10 +82,13 @@ void		pf_pg_destroy(pf_pg *pg);
  * pf_pg_run reconnects on its own.
  */
 pf_result	pf_pg_connect(pf_pg *pg, pf_error *err);
+
 /* The live connection, or NULL. */
 PGconn	   *pf_pg_conn(pf_pg *pg);
+
 /* Drop the connection (after a fork, or to test reconnects). */
 void		pf_pg_disconnect(pf_pg *pg);
+
 /*
  * Counts the connections made so far (0: none yet). Whatever lives in a
  * server session (prepared statements) belongs to one generation: backend
@@ -122,12 +124,14 @@ pf_result	pf_pg_exec_params(pf_pg *pg, const char *sql, int nparams, const char 
 
 /* Is a failure with this SQLSTATE transient (worth trying again later)? */
 bool		pf_pg_sqlstate_retryable(const char *sqlstate);
+
 /*
  * Does pf_pg_run run a statement of this kind again at once after it failed
  * with sqlstate (NULL: no answer), lost_after_send telling whether the
  * connection broke after the statement was sent?
  */
 bool		pf_pg_run_again(pf_pg_kind kind, const char *sqlstate, bool lost_after_send);
+
 /* The pf_result a final SQLSTATE maps to (PF005 -> PF_ERR_CHECKSUM, ...). */
 pf_result	pf_pg_sqlstate_result(const char *sqlstate);
 
@@ -136,8 +140,10 @@ pf_result	pf_pg_sqlstate_result(const char *sqlstate);
  * relay never silently stops hearing wake-ups.
  */
 pf_result	pf_pg_listen(pf_pg *pg, const char *channel, pf_error *err);
+
 /* The socket to poll() for notifications, or -1 when disconnected. */
 int			pf_pg_socket(pf_pg *pg);
+
 /*
  * Read what arrived on the socket and count notifications (any channel).
  * A lost connection is reported as PF_ERR_TRANSIENT; the next exec or

@@ -32,11 +32,14 @@ typedef struct pf_pg_slot
 typedef struct pf_pg_pool pf_pg_pool;
 
 pf_pg_pool *pf_pg_pool_create(const char *conninfo, int size, const pf_pg_options *options);
+
 /* free_data (may be NULL) is called for every slot's data. */
 void		pf_pg_pool_destroy(pf_pg_pool *pool, void (*free_data) (void *data));
+
 /* A free slot, or NULL when none came free within timeout_ms. */
 pf_pg_slot *pf_pg_pool_acquire(pf_pg_pool *pool, int timeout_ms);
 void		pf_pg_pool_release(pf_pg_pool *pool, pf_pg_slot *slot);
+
 /* The same for a caller that kept only the slot's connection. */
 void		pf_pg_pool_release_pg(pf_pg_pool *pool, pf_pg *pg);
 int			pf_pg_pool_size(const pf_pg_pool *pool);

@@ -31,8 +31,7 @@ typedef struct pf_sigv4_request
 	const char *method;
 	const char *path;			/* as sent; may already be percent-encoded */
 	const char *query;			/* as sent, without '?'; NULL or "" for none */
-	const pf_sigv4_header *headers; /* the headers to sign, in sending order;
-									 * a name may repeat */
+	const pf_sigv4_header *headers; /* the headers to sign, in sending order; a name may repeat */
 	size_t		n_headers;
 	const char *payload_hash;	/* hex SHA-256 of the body, or UNSIGNED-PAYLOAD */
 
@@ -74,6 +73,7 @@ void		pf_sigv4_amz_date(time_t t, char out[PF_AMZ_DATE_LEN + 1]);
  * becomes %XX (upper-case hex); '/' is kept when keep_slash.
  */
 void		pf_uri_encode(pf_buf *out, const char *text, size_t len, bool keep_slash);
+
 /* Decode %XX escapes ('+' stays '+'); malformed escapes are kept as they are. */
 void		pf_uri_decode(pf_buf *out, const char *text, size_t len);
 

@@ -115,6 +115,7 @@ pf_result	pf_sqs_change_message_visibility(pf_sqs *sqs, const char *queue_url, c
 pf_result	pf_sqs_change_message_visibility_batch(pf_sqs *sqs, const char *queue_url,
 												   const pf_sqs_receipt_entry *entries, int n,
 												   pf_sqs_batch_result *result, pf_error *err);
+
 /* names: NULL-terminated, e.g. {"ApproximateNumberOfMessages", NULL}; NULL for All. */
 pf_result	pf_sqs_get_queue_attributes(pf_sqs *sqs, const char *queue_url, const char *const *names,
 										json_t **attributes, pf_error *err);
@@ -134,6 +135,7 @@ pf_result	pf_sqs_send_message_batch_finish(pf_aws_call *call, pf_sqs_batch_resul
 pf_aws_call *pf_sqs_receive_message_start(pf_sqs *sqs, const char *queue_url,
 										  const pf_sqs_receive_options *opts, void *user);
 pf_result	pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_error *err);
+
 /* Any action: request is consumed; *response (may be NULL) is the caller's. */
 pf_aws_call *pf_sqs_start(pf_sqs *sqs, const char *action, json_t *request, void *user);
 pf_result	pf_sqs_finish(pf_aws_call *call, json_t **response, pf_error *err);
@@ -157,12 +159,14 @@ typedef struct pf_sqs_action_count
 
 /* {"<Action>": {"calls": n, "entries": m}, …}, only actions called. */
 json_t	   *pf_sqs_counts_json(const pf_sqs *sqs);
+
 /* The count of one action (zeros when never called). */
 pf_sqs_action_count pf_sqs_count(const pf_sqs *sqs, const char *action);
 
 void		pf_sqs_batch_result_free(pf_sqs_batch_result *result);
 const pf_sqs_entry_result *pf_sqs_batch_result_find(const pf_sqs_batch_result *result, const char *id);
 void		pf_sqs_messages_free(pf_sqs_messages *messages);
+
 /* A String message attribute's value, or NULL. */
 const char *pf_sqs_message_attribute(const pf_sqs_message *message, const char *name);
 

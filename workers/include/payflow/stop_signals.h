@@ -22,10 +22,13 @@
 
 /* The signalfd (non-blocking, close-on-exec), or -1 with errno set. */
 int			pf_stop_signals_block(void);
+
 /* The number of a SIGTERM or SIGINT waiting on fd, taken; 0 when none. */
 int			pf_stop_signals_take(int fd);
+
 /* Waits up to timeout_ms (-1: no limit) for one and takes it; 0 when none came. */
 int			pf_stop_signals_wait(int fd, int timeout_ms);
+
 /* Whether one is waiting, without taking it. */
 bool		pf_stop_signals_pending(int fd);
 

@@ -68,11 +68,14 @@ typedef struct api_pool
 
 void		api_pool_init(api_pool *pool, const pf_config *cfg, const volatile sig_atomic_t *stop);
 void		api_pool_destroy(api_pool *pool);
+
 /* A free slot, or NULL when none came free within the pool's wait. */
 api_slot   *api_pool_acquire(api_pool *pool);
 void		api_pool_release(api_pool *pool, api_slot *slot);
+
 /* The slot's S3 client, created on first use; NULL with err set on failure. */
 pf_s3	   *api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err);
+
 /* Options every API connection uses (short connect, few retries, statement_timeout). */
 pf_pg_options api_pg_options(const pf_config *cfg, const char *application_name,
 							 const volatile sig_atomic_t *stop);
@@ -95,10 +98,13 @@ typedef enum api_route
 
 const char *api_route_name(api_route route);
 void		api_metrics_init(void);
+
 /* One finished request: its route, status and seconds until its answer was queued. */
 void		api_metrics_record(api_route route, unsigned status, double seconds);
+
 /* The process's own series in Prometheus text format. */
 void		api_metrics_render(pf_buf *out);
+
 /* payflow.metrics() (a JSON document) flattened into gauges "payflow_<path>". */
 void		api_metrics_render_db(const char *json_text, pf_buf *out);
 
@@ -116,20 +122,27 @@ typedef enum api_drop_reason
 } api_drop_reason;
 
 api_guard  *api_guard_create(const pf_config *cfg, int connection_limit);
+
 /* MHD_OPTION_NOTIFY_CONNECTION */
 void		api_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 							 enum MHD_ConnectionNotificationCode code);
+
 /* A request's head is in (no deadline until it is answered), or its answer is done. */
 void		api_guard_head_done(api_guard *g, struct MHD_Connection *conn, api_request *req);
 void		api_guard_request_done(api_guard *g, struct MHD_Connection *conn);
+
 /* The request in progress on a connection, or NULL; from the connection's thread. */
 api_request *api_guard_request(struct MHD_Connection *conn);
+
 /* About once a second: drop heads past their deadline, write due log summaries. */
 void		api_guard_tick(api_guard *g);
+
 /* MHD_OPTION_EXTERNAL_LOGGER (cls: the guard) */
 void		api_guard_log_http(void *cls, const char *fmt, va_list ap);
+
 /* What libmicrohttpd said of the refusal it is sending on this thread, once; or NULL. */
 const char *api_guard_take_refusal(void);
+
 /* Connection gauges and drop counters for /metrics. */
 void		api_guard_render(api_guard *g, pf_buf *out);
 
@@ -162,6 +175,7 @@ typedef struct details_scan
 
 void		details_scan_init(details_scan *scan);
 void		details_scan_feed(details_scan *scan, const char *data, size_t len);
+
 /* True when exactly one "details" object was seen; digest, start, end are set. */
 bool		details_scan_finish(details_scan *scan);
 void		details_scan_free(details_scan *scan);
@@ -171,21 +185,28 @@ void		details_scan_free(details_scan *scan);
 
 /* Queue a JSON answer (consumes body). */
 enum MHD_Result api_reply_json(api_request *req, unsigned status, json_t *body);
+
 /* The same with extra headers: name, value, …, NULL. */
 enum MHD_Result api_reply_json_headers(api_request *req, unsigned status, json_t *body,
 									   const char *const *headers);
+
 /* {"error":{"code":…,"message":…}} */
 enum MHD_Result api_reply_error(api_request *req, unsigned status, const char *code, const char *fmt,...)
 			__attribute__((format(printf, 4, 5)));
+
 /* The answer for a failed statement: SQLSTATE -> status, no SQL text. */
 enum MHD_Result api_reply_db_error(api_request *req, const pf_error *err);
 enum MHD_Result api_reply_text(api_request *req, unsigned status, const char *content_type, pf_buf *body);
+
 /* Queue a response made by the caller, with the headers every answer carries (consumes resp). */
 enum MHD_Result api_reply_response(api_request *req, unsigned status, struct MHD_Response *resp);
+
 /* 401: no key, or one that cannot be a key (not printable ASCII). */
 enum MHD_Result api_reply_unauthorized(api_request *req);
+
 /* Queue any response (every answer of ours goes through it, never MHD_queue_response). */
 enum MHD_Result api_queue_response(struct MHD_Connection *conn, unsigned status, struct MHD_Response *resp);
+
 /* 503 when no connection came free in time. */
 enum MHD_Result api_reply_pool_exhausted(api_request *req);
 unsigned	api_status_for_sqlstate(const char *sqlstate, pf_result result);
@@ -239,8 +260,10 @@ enum MHD_Result api_handle(void *cls, struct MHD_Connection *conn, const char *u
 						   void **con_cls);
 void		api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 						  enum MHD_RequestTerminationCode toe);
+
 /* MHD_OPTION_UNESCAPE_CALLBACK: paths are decoded by the router, not by MHD. */
 size_t		api_keep_escaped(void *cls, struct MHD_Connection *conn, char *text);
+
 /* "Bearer <key>" from Authorization, or NULL when there is none or it cannot
  * be a key (then the caller answers api_reply_unauthorized). */
 const char *api_bearer_key(api_request *req);
@@ -251,6 +274,7 @@ enum MHD_Result api_get_operation(api_request *req);
 
 /* admin.c */
 bool		api_admin_route(const char *path);
+
 /* Whether the request's body is read (an admin action's JSON). */
 bool		api_admin_takes_body(api_request *req);
 enum MHD_Result api_admin(api_request *req);
@@ -262,9 +286,11 @@ enum MHD_Result api_console(api_request *req);
 
 /* hub.c, events.c */
 api_hub    *api_hub_start(api_context *ctx);
+
 /* End every stream and stop the hub's thread. */
 void		api_hub_close_streams(api_hub *hub);
 void		api_hub_stop(api_hub *hub);
+
 /* Streams the hub holds (open, or ended and not yet freed). */
 int			api_hub_stream_count(api_hub *hub);
 enum MHD_Result api_get_events(api_request *req);

@@ -79,7 +79,7 @@ struct api_guard
 
 static const char *const drop_names[DROP_COUNT] = {"limit", "header_timeout"};
 
-api_guard  *
+api_guard *
 api_guard_create(const pf_config *cfg, int connection_limit)
 {
 	api_guard  *g = pf_calloc(1, sizeof(*g));

@@ -48,7 +48,7 @@ static const char CHANGES_SQL[] =
 "       c.from_status, c.to_status, c.reason, c.terminal"
 "  FROM payflow.authenticate($1) AS a(tenant)"
 " CROSS JOIN LATERAL payflow.changes(CASE WHEN a.tenant IS NOT NULL THEN $2::text[] END, $3::bigint) AS c"
-" ORDER BY c.operation_id COLLATE \"C\", c.id";	/* strcmp's order: see dispatch_rows */
+" ORDER BY c.operation_id COLLATE \"C\", c.id"; /* strcmp's order: see dispatch_rows */
 
 void
 hub_resume_later(resume_list *list, api_stream *s)
@@ -238,7 +238,7 @@ collect_groups(api_hub *hub)
 	for (int i = 0; i < n; i++)
 	{
 		bool		new_operation = i == 0 || strcmp(w[i - 1].api_key, w[i].api_key) != 0 ||
-			strcmp(w[i - 1].operation_id, w[i].operation_id) != 0;
+		strcmp(w[i - 1].operation_id, w[i].operation_id) != 0;
 
 		/* a new key, or a full group and an operation it does not have yet */
 		if (g == NULL || strcmp(g->api_key, w[i].api_key) != 0 || (new_operation && g->n_ids == CHANGES_BATCH))

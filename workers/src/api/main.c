@@ -59,7 +59,7 @@ start_http(api_context *ctx, int connection_limit)
 {
 	struct addrinfo *ai = resolve_listen(ctx->cfg.listen);
 	unsigned	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-		MHD_USE_ERROR_LOG;
+	MHD_USE_ERROR_LOG;
 	struct MHD_Daemon *daemon;
 
 	if (ai->ai_family == AF_INET6)

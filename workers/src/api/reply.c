@@ -150,7 +150,7 @@ api_status_for_sqlstate(const char *sqlstate, pf_result result)
 		return MHD_HTTP_UNPROCESSABLE_CONTENT;
 	if (strncmp(sqlstate, "28", 2) == 0)
 		return MHD_HTTP_UNAUTHORIZED;
-	if (result == PF_ERR_TRANSIENT)	/* connection lost, shutdown, timeout */
+	if (result == PF_ERR_TRANSIENT) /* connection lost, shutdown, timeout */
 		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	return MHD_HTTP_INTERNAL_SERVER_ERROR;
 }

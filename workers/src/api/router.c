@@ -456,7 +456,7 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *
 
 		*upload_data_size = 0;
 		req->received += n;
-		if (req->route != ROUTE_PAYMENTS && !api_admin_takes_body(req))	/* other bodies are ignored, within reason */
+		if (req->route != ROUTE_PAYMENTS && !api_admin_takes_body(req)) /* other bodies are ignored, within reason */
 			return req->received > (size_t) ctx->cfg.api_max_body ? MHD_NO : MHD_YES;
 		if (req->received > (size_t) ctx->cfg.api_max_body)
 		{

@@ -61,8 +61,10 @@ typedef struct resume_list
 
 /* Note a suspended stream for resuming (clears suspended); under the lock. */
 void		hub_resume_later(resume_list *list, api_stream *s);
+
 /* Resume them; outside the lock. */
 void		hub_resume_all(resume_list *list);
+
 /* Make the hub look at its streams now (a new one, or one released). */
 void		hub_wake(api_hub *hub);
 typedef enum hub_admission

@@ -25,7 +25,7 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 		return pf_config_failf(error, error_len, "missing PAYFLOW_S3_BUCKET: PAYFLOW_STORE is s3");
 	if ((cfg->aws_access_key_id == NULL) != (cfg->aws_secret_access_key == NULL))
 		return pf_config_failf(error, error_len, "missing %s: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together",
-					 cfg->aws_access_key_id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+							   cfg->aws_access_key_id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 	if (cfg->aws_container_credentials_relative_uri &&
 		cfg->aws_container_credentials_relative_uri[0] != '/')
 		return pf_config_failf(error, error_len, "invalid AWS_CONTAINER_CREDENTIALS_RELATIVE_URI: expected a path starting with /");
@@ -36,7 +36,7 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 		if (cfg->aws_access_key_id == NULL && cfg->aws_container_credentials_relative_uri == NULL &&
 			cfg->aws_container_credentials_full_uri == NULL)
 			return pf_config_failf(error, error_len, "missing AWS_ACCESS_KEY_ID: no AWS credentials (set AWS_ACCESS_KEY_ID and "
-						 "AWS_SECRET_ACCESS_KEY, or run where AWS_CONTAINER_CREDENTIALS_* is set)");
+								   "AWS_SECRET_ACCESS_KEY, or run where AWS_CONTAINER_CREDENTIALS_* is set)");
 	}
 	/* neither hook: the role runs the shipped payflow.default_postprocess (role_postprocess.c) */
 	if ((programs & PF_PROGRAM_POSTPROCESS) && cfg->postprocess_function && cfg->postprocess_url)
@@ -45,20 +45,20 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 	if ((programs & PF_PROGRAM_INVOICE) && !cfg->invoice_tls_verify && cfg->invoice_url &&
 		!pf_url_is_loopback(cfg->invoice_url))
 		return pf_config_failf(error, error_len, "invalid PAYFLOW_INVOICE_TLS_VERIFY: false is accepted only for a loopback "
-					 "PAYFLOW_INVOICE_URL (localhost, 127.0.0.0/8, [::1])");
+							   "PAYFLOW_INVOICE_URL (localhost, 127.0.0.0/8, [::1])");
 	if ((programs & PF_PROGRAM_API) && cfg->api_max_streams >= cfg->api_max_connections)
 		return pf_config_failf(error, error_len, "invalid PAYFLOW_API_MAX_CONNECTIONS: %d is not above PAYFLOW_API_MAX_STREAMS (%d): "
-					 "every event stream holds a connection", cfg->api_max_connections, cfg->api_max_streams);
+							   "every event stream holds a connection", cfg->api_max_connections, cfg->api_max_streams);
 	if (cfg->webhook_backoff_max_s < cfg->webhook_backoff_base_s)
 		return pf_config_failf(error, error_len, "invalid PAYFLOW_WEBHOOK_BACKOFF_MAX_SECONDS: below PAYFLOW_WEBHOOK_BACKOFF_BASE_SECONDS");
 	if ((programs & PF_PROGRAM_HTTP_STEP) && !cfg->step_tls_verify && cfg->step_url &&
 		!pf_url_is_loopback(cfg->step_url))
 		return pf_config_failf(error, error_len, "invalid PAYFLOW_STEP_TLS_VERIFY: false is accepted only for a loopback "
-					 "PAYFLOW_STEP_URL (localhost, 127.0.0.0/8, [::1])");
+							   "PAYFLOW_STEP_URL (localhost, 127.0.0.0/8, [::1])");
 	if ((programs & PF_PROGRAM_POSTPROCESS) && !cfg->postprocess_tls_verify && cfg->postprocess_url &&
 		!pf_url_is_loopback(cfg->postprocess_url))
 		return pf_config_failf(error, error_len, "invalid PAYFLOW_POSTPROCESS_TLS_VERIFY: false is accepted only for a loopback "
-					 "PAYFLOW_POSTPROCESS_URL (localhost, 127.0.0.0/8, [::1])");
+							   "PAYFLOW_POSTPROCESS_URL (localhost, 127.0.0.0/8, [::1])");
 	if (programs & PF_PROGRAM_PAYMENT)
 	{
 		if (cfg->legacy_mode == PF_LEGACY_BLOCKING && cfg->legacy_call == NULL)
@@ -75,8 +75,8 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 		if (!pf_sqlstate_rules_init(&rules, cfg->legacy_retryable_sqlstates, cfg->legacy_permanent_sqlstates,
 									why, sizeof(why)))
 			return pf_config_failf(error, error_len, "invalid %s: %s",
-						 strncmp(why, "retryable", 9) == 0 ? "PAYFLOW_LEGACY_RETRYABLE_SQLSTATES"
-						 : "PAYFLOW_LEGACY_PERMANENT_SQLSTATES", why);
+								   strncmp(why, "retryable", 9) == 0 ? "PAYFLOW_LEGACY_RETRYABLE_SQLSTATES"
+								   : "PAYFLOW_LEGACY_PERMANENT_SQLSTATES", why);
 		pf_sqlstate_rules_free(&rules);
 	}
 	/* header values: a line break would let them add headers of their own */
@@ -93,4 +93,3 @@ pf_config_check_rules(const pf_config *cfg, unsigned programs, char *error, size
 	}
 	return true;
 }
-

@@ -53,6 +53,7 @@ extern const size_t pf_n_settings;
 
 /* The row of a name or of an alias; NULL if it is no setting. */
 const pf_setting *pf_setting_find(const char *name);
+
 /* The type as --print-settings names it: "string", "url", "integer", ... */
 const char *pf_setting_type_name(pf_setting_type type);
 
@@ -65,6 +66,7 @@ typedef struct pf_config_source
 
 /* Reads PAYFLOW_CONFIG_FILE when set; false with error written when it cannot. */
 bool		pf_config_source_open(pf_config_source *src, char *error, size_t error_len);
+
 /* The environment wins over the file; an empty value counts as unset. */
 const char *pf_config_source_lookup(const pf_config_source *src, const char *name);
 void		pf_config_source_close(pf_config_source *src);
@@ -72,8 +74,10 @@ void		pf_config_source_close(pf_config_source *src);
 /* config_values.c */
 /* Check v against s's type and store it in cfg; false with error written. */
 bool		pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error, size_t error_len);
+
 /* Writes the message into error and returns false: every refusal of the loader. */
 bool		pf_config_failf(char *error, size_t error_len, const char *fmt,...) __attribute__((format(printf, 3, 4)));
+
 /* s without leading and trailing white space, in place. */
 char	   *pf_config_trim(char *s);
 

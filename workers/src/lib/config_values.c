@@ -269,4 +269,3 @@ pf_setting_apply(const pf_setting *s, pf_config *cfg, const char *v, char *error
 	*(char **) target = pf_strdup(v);
 	return true;
 }
-

@@ -304,7 +304,7 @@ pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields, const ch
 		/* the fixed members keep their meaning: free fields cannot replace them */
 		json_object_foreach(fields, key, value)
 			if (json_object_get(obj, key) == NULL)
-				json_object_set(obj, key, value);
+			json_object_set(obj, key, value);
 	}
 	json_decref(fields);
 

@@ -70,7 +70,7 @@ pf_named_sql_parse(const char *text, pf_named_sql *out, pf_error *err)
 			/* '…' and "…", doubled quote inside; E'…' also knows backslashes */
 			char		q = *p;
 			bool		backslashes = q == '\'' && p > text && (p[-1] == 'E' || p[-1] == 'e') &&
-				(p - 1 == text || !ident_char(p[-2]));
+			(p - 1 == text || !ident_char(p[-2]));
 
 			p++;
 			for (;;)

@@ -646,7 +646,7 @@ done:
 	pthread_mutex_lock(&odbc->lock);
 	reopen = odbc->reopen;
 	odbc->reopen = false;
-	ids = log_ids_locked(odbc);	/* only this thread changes them */
+	ids = log_ids_locked(odbc); /* only this thread changes them */
 	pthread_mutex_unlock(&odbc->lock);
 	if (reopen)
 	{

@@ -224,6 +224,7 @@ static pf_result
 connect_once(pf_pg *pg, pf_error *err)
 {
 	char		timeout[16];
+
 	/* ours first, so the same settings in the connection string win */
 	const char *keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
 	"keepalives_interval", "keepalives_count", "target_session_attrs", "dbname", NULL};

@@ -31,7 +31,7 @@ typedef struct sqs_call
 	pf_aws_call call;
 	char		action[48];
 	bool		fifo;
-	pf_sqs_action_count *count;	/* its action's counter */
+	pf_sqs_action_count *count; /* its action's counter */
 } sqs_call;
 
 /* The counter of an action; the last one takes whatever does not fit. */
@@ -530,6 +530,7 @@ pf_sqs_receive_message_finish(pf_aws_call *call, pf_sqs_messages *messages, pf_e
 			pf_sqs_message *out = &messages->items[messages->n];
 			json_t	   *body_json = json_object_get(m, "Body");
 			const char *body = json_is_string(body_json) ? json_string_value(body_json) : "";
+
 			/* the body's real length: it may hold U+0000 */
 			size_t		body_len = json_is_string(body_json) ? json_string_length(body_json) : 0;
 			const char *md5 = json_string_value(json_object_get(m, "MD5OfBody"));

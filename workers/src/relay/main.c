@@ -39,7 +39,7 @@
 #define STATS_INTERVAL_MS 60000
 
 /* SIGTERM and SIGINT: a signalfd (stop_signals.h), read by the loop. */
-static int signal_fd = -1;
+static int	signal_fd = -1;
 static bool stop_requested = false;
 
 /* A signal taken: the first starts the drain, a second exits at once. */

@@ -253,7 +253,7 @@ static void
 add_per_event_part(statement *st, pf_buf *from, const relay_outcomes *o, int n, const char *function,
 				   const char *alias)
 {
-	int			slot = st->nparams;	/* a free pair of st->arrays: $1 is not one */
+	int			slot = st->nparams; /* a free pair of st->arrays: $1 is not one */
 
 	array_literal(&st->arrays[slot - 1], o->event_ids, n);
 	array_literal(&st->arrays[slot], o->texts, n);

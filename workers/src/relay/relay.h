@@ -80,8 +80,7 @@ typedef struct relay_outcomes
 	int			cap;
 	char	  **event_ids;
 	char	  **texts;			/* message ids (acks) or errors (the others) */
-	bool	   *call_end;		/* the last ack of a call: writing it frees
-								 * the call's place */
+	bool	   *call_end;		/* the last ack of a call: writing it frees the call's place */
 	int64_t		oldest_ms;		/* when the oldest of them was added */
 } relay_outcomes;
 
@@ -122,8 +121,7 @@ typedef struct relay
 	int			batch_wait_ms;	/* a partial batch waits this long for more rows */
 	int			lease_seconds;
 	int			in_flight;
-	int			unacked_calls;	/* finished, acks not yet written: still
-								 * count against the in-flight bound */
+	int			unacked_calls;	/* finished, acks not yet written: still count against the in-flight bound */
 	int			queued;			/* claimed, waiting for a free call */
 	int			n_destinations;
 	relay_destination *destinations;
@@ -132,13 +130,10 @@ typedef struct relay
 	relay_outcomes nacks;
 	relay_outcomes dead;		/* refused for good: outbox_dead_letter */
 	relay_db_request db;
-	unsigned long prepared_generation;	/* pf_pg_generation of the connection
-										 * the shapes below are prepared in */
+	unsigned long prepared_generation;	/* pf_pg_generation of the connection the shapes below are prepared in */
 	unsigned	prepared_shapes;
-	bool		claim_wanted;	/* rows are probably waiting: claim when there
-								 * is room */
-	bool		backlog;		/* the last claim came back full: more rows are
-								 * certainly waiting */
+	bool		claim_wanted;	/* rows are probably waiting: claim when there is room */
+	bool		backlog;		/* the last claim came back full: more rows are certainly waiting */
 	int			db_failures;	/* consecutive, for the back-off */
 	int64_t		db_failure_logged_ms;	/* the last of them logged (once a minute) */
 	int64_t		db_retry_at_ms; /* no database call before this */

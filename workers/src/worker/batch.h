@@ -17,6 +17,7 @@
  */
 pf_result	batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input,
 						pf_error *err);
+
 /*
  * For a role with a one-transaction hook: claim, hook and completion by
  * payflow.run_hook_steps. PF_OK: *claim is the claim's answer, and
@@ -26,6 +27,7 @@ pf_result	batch_claim(worker *w, const char *operation_id, step_claim *claim, pf
  */
 pf_result	batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, step_claim *claim,
 									 json_t **completion, json_t **hook_error, pf_error *err);
+
 /* Like db_complete_step and db_fail_step. */
 pf_result	batch_complete(worker *w, const char *operation_id, const char *result, json_t *result_ref,
 						   json_t **answer, pf_error *err);

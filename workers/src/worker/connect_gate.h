@@ -25,6 +25,7 @@ typedef struct connect_gate
 
 void		connect_gate_init(connect_gate *g, int n);
 void		connect_gate_destroy(connect_gate *g);
+
 /* Wait for a turn; false (no turn taken) once stop(arg) says so. */
 bool		connect_gate_enter(connect_gate *g, bool (*stop) (void *arg), void *arg);
 void		connect_gate_leave(connect_gate *g);

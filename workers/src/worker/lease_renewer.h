@@ -22,8 +22,7 @@ typedef struct lease_renewer lease_renewer;
 typedef struct lease_round_result
 {
 	bool		finished;		/* a round finished since the last collect */
-	int64_t		late_ms;		/* how long after its tick the round finished; after a
-								 * failed one, since the tick of the last that worked */
+	int64_t		late_ms;		/* how long after its tick the round finished; after a failed one, since the tick of the last that worked */
 	int64_t		duration_ms;	/* how long the round took */
 	int			renewed;		/* steps whose lease the database renewed (or did not say, one by one) */
 	char	  **lost;			/* operation ids whose lease is gone (owned by the caller) */
@@ -38,6 +37,7 @@ typedef struct lease_round_result
  * when a round finished. NULL if the thread cannot start.
  */
 lease_renewer *lease_renewer_start(pf_pg *pg, const char *step, const char *worker_id, int lease_s, int wake_fd);
+
 /* Waits for the round in flight, then joins; NULL is fine. */
 void		lease_renewer_stop(lease_renewer *r);
 

@@ -41,7 +41,7 @@ render(const metrics_http *m, pf_buf *out)
 		{"payflow_worker_heartbeat_ticks_total", "counter", "Heartbeat ticks (every visibility/3).",
 		&s->heartbeat_rounds, 1},
 		{"payflow_worker_heartbeat_behind", "gauge",
-		"1 while the heartbeat is behind (a renewal later than visibility/3): no new messages are taken.",
+			"1 while the heartbeat is behind (a renewal later than visibility/3): no new messages are taken.",
 		&s->heartbeat_behind, 1},
 		{"payflow_worker_heartbeat_behind_total", "counter", "Ticks and lease rounds that were behind.",
 		&s->heartbeat_behind_total, 1},

@@ -18,13 +18,13 @@
 typedef struct worker_stats
 {
 	atomic_llong concurrency;
-	atomic_llong held;				/* messages held now */
-	atomic_llong handled;			/* messages whose outcome was acted on */
+	atomic_llong held;			/* messages held now */
+	atomic_llong handled;		/* messages whose outcome was acted on */
 	atomic_llong heartbeat_rounds;	/* ticks */
 	atomic_llong heartbeat_behind;	/* 1 while behind: no receiving */
 	atomic_llong heartbeat_behind_total;	/* ticks or rounds that were behind */
 	atomic_llong heartbeat_late_ms; /* the latest one's lateness */
-	atomic_llong lease_rounds;		/* rounds of lease renewals finished */
+	atomic_llong lease_rounds;	/* rounds of lease renewals finished */
 	atomic_llong lease_round_ms;	/* the latest round's duration */
 	atomic_llong leases_renewed;
 	atomic_llong leases_lost;

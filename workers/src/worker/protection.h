@@ -20,8 +20,10 @@ typedef struct protection protection;
 
 /* NULL when ECS_AGENT_URI is unset (not on ECS) or the thread cannot start. */
 protection *protection_start(const pf_config *cfg);
+
 /* Main thread, every loop turn: does the worker hold a message now? Never blocks on I/O. */
 void		protection_note(protection *p, bool holding);
+
 /* After the drain: release the protection (one attempt, bounded by its time-out), end the thread. */
 void		protection_stop(protection *p);
 

@@ -622,7 +622,7 @@ outcome_unknown(payment_thread *pt, step_run *run, const statement *st, const ch
 	if (step_stop_requested(run) != STOP_NONE)
 		return STEP_ABANDONED;
 	pf_log_write(PF_LOG_WARN, &run->ids, json_pack("{s:s,s:s*,s:b}", "statement", st->what, "legacyRef", legacy_ref,
-												  "lookup", lookup->present),
+												   "lookup", lookup->present),
 				 "the legacy %s ran, but %s: it may have charged", st->what, why);
 	if (lookup->present)
 	{
@@ -720,7 +720,7 @@ exec_failed(payment_thread *pt, step_run *run, const statement *st, const pf_odb
 		if (row != NULL)
 		{
 			pf_log_write(PF_LOG_INFO, &run->ids, json_pack("{s:s,s:s,s:O}", "statement", st->what, "sqlstate",
-														  err->code, "result", row),
+														   err->code, "result", row),
 						 "look-up found the charge of the %s that was cut off", st->what);
 			run->result = row;
 			return STEP_SUCCEEDED;

@@ -74,7 +74,7 @@
 typedef struct webhook_role_state
 {
 	const pf_config *cfg;
-	atomic_bool warned_redrive;	/* the queue's DLQ threshold is below max attempts */
+	atomic_bool warned_redrive; /* the queue's DLQ threshold is below max attempts */
 } webhook_role_state;
 
 typedef struct webhook_thread
@@ -564,7 +564,7 @@ webhook_run(void *thread, step_run *run)
 const role_ops webhook_role = {
 	.name = "webhook",
 	.program = PF_PROGRAM_WEBHOOK,
-	.event_type = PF_EVENT_OPERATION_COMPLETED,	/* and OperationFailed: webhook_handle sorts them */
+	.event_type = PF_EVENT_OPERATION_COMPLETED, /* and OperationFailed: webhook_handle sorts them */
 	.step = "WEBHOOK",			/* a name no step has: nothing is ever claimed or heart-beaten */
 	.init = webhook_init,
 	.cleanup = webhook_cleanup,

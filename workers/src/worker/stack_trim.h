@@ -15,6 +15,7 @@
 
 /* Once per thread, at its start: where its stack ends. */
 void		stack_trim_init(void);
+
 /* Drop this thread's stack pages below the caller's frame (minus a margin). */
 void		stack_trim(void);
 

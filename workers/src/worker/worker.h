@@ -76,8 +76,7 @@ typedef struct transport_message
 	char	   *body;
 	size_t		body_len;
 	int			receive_count;	/* 1 on the first delivery */
-	int64_t		visible_at_ms;	/* when it shows again unless renewed (pf_now_ms
-								 * clock): a waiting delete leaves before */
+	int64_t		visible_at_ms;	/* when it shows again unless renewed (pf_now_ms clock): a waiting delete leaves before */
 } transport_message;
 
 typedef struct transport transport;
@@ -223,24 +222,31 @@ extern const role_ops sql_step_role;
 
 /* Services of step.c for roles (executor thread). */
 stop_reason step_stop_requested(step_run *run);
+
 /* The role starts a blocking call that should end within timeout_s (watchdog). */
 void		step_call_started(step_run *run, int timeout_s);
 void		step_reporting(step_run *run);
 void		step_count_lost_lease(step_run *run);
 void		step_call_finished(step_run *run);
+
 /* Sleep up to ms; false when woken because the step must stop. */
 bool		step_sleep(step_run *run, int ms);
+
 /* payflow.save_step_ref: PF_ERR_FINAL with code PF004 when the lease is lost. */
 pf_result	step_save_external_ref(step_run *run, const char *ref, pf_error *err);
+
 /*
  * A message no worker can handle: logged and left to the queue's redrive
  * policy (recorded in payflow.dead_letters on its last receive).
  */
 void		step_bad_message(step_run *run, const char *code, const char *why);
+
 /* The step the worker runs (its role's, or --step). */
 const char *step_run_step_name(const step_run *run);
+
 /* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
 void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
+
 /*
  * Complete the step with the role's own statement, for work that must
  * commit in complete_step's transaction (a SQL post-processing hook). $1 is
@@ -255,8 +261,9 @@ pf_result	step_complete_with_sql(step_run *run, const char *sql, int n_extra, co
 /* ---- database: pool and payflow's step functions ---- */
 
 db_pool    *db_pool_create(const char *conninfo, const char *application_name, int size,
-							   const volatile sig_atomic_t *stop);
+						   const volatile sig_atomic_t *stop);
 void		db_pool_destroy(db_pool *pool);
+
 /* A connection for one short piece of work; NULL after timeout_ms. */
 pf_pg	   *db_acquire(db_pool *pool, int timeout_ms);
 void		db_release(db_pool *pool, pf_pg *pg);
@@ -276,11 +283,14 @@ typedef struct step_claim
 } step_claim;
 
 void		step_claim_free(step_claim *claim);
+
 /* The fields of a claim_step answer into *claim (zeroed first; lease_left_s -1). */
 pf_result	db_claim_from_answer(json_t *answer, step_claim *claim, pf_error *err);
+
 /* A statement returning one jsonb value, parsed into *answer. */
 pf_result	db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *const *values, json_t **answer,
 						 pf_error *err);
+
 /* How long an executor waits for a pooled connection before giving up. */
 #define DB_WAIT_MS 30000
 
@@ -288,6 +298,7 @@ pf_result	db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *cons
 void		db_append_text_array(pf_buf *buf, const char *const *items, int n);
 pf_result	db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
 							 const char *ref, pf_error *err);
+
 /* Renew n leases of one step kind in one statement; held[i] false when lost. */
 pf_result	db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *step,
 						 const char *worker_id, int lease_s, bool *held, pf_error *err);
@@ -356,7 +367,7 @@ struct worker
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;		/* the queue got a job, or executors must exit */
-	pthread_cond_t interrupted;	/* an interrupt returned */
+	pthread_cond_t interrupted; /* an interrupt returned */
 	job		   *queue_head;
 	job		   *queue_tail;
 	job		   *done;
@@ -398,6 +409,7 @@ void		worker_destroy(worker *w);
 bool		executors_start(worker *w);
 void		executors_stop(worker *w, bool wait);
 void		executor_enqueue(worker *w, job *j);
+
 /* Take back jobs no executor has started (drain); returns the list. */
 job		   *executor_take_queued(worker *w);
 

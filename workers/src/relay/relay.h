@@ -15,7 +15,8 @@
  * is at-least-once: a row is deleted only after SQS accepted it, so a crash
  * between the send and the ack sends it again once its claim expires.
  *
- *		outbox.c	the database side: claim, and the pending ack/nack lists
+ *		outbox.c	the database side: one statement that writes outcomes and claims
+ *		outcomes.c	the outcomes (acks, nacks, dead letters) waiting to be written
  *		publish.c	the SQS side: per-destination queues, batches, outcomes
  *		main.c		settings, signals, the loop, drain on SIGTERM
  */
@@ -150,11 +151,16 @@ bool		relay_db_ready(const relay *r);
 int			relay_db_socket(relay *r);
 void		relay_db_send(relay *r, int claim_max);
 int			relay_db_poll(relay *r);
+
+/* outcomes.c */
 void		relay_outcomes_add(relay_outcomes *o, const char *event_id, const char *text, bool call_end);
 bool		relay_outcomes_due(const relay *r, int64_t now, bool stopping);
 int64_t		relay_outcomes_deadline(const relay *r);
 void		relay_outcomes_abandon(relay *r);
 void		relay_outcomes_free(relay_outcomes *o);
+
+/* Forget the first n outcomes (written, or given up); returns the calls they ended. */
+int			relay_outcomes_drop(relay_outcomes *o, int n);
 
 /* publish.c */
 void		relay_destinations_init(relay *r);

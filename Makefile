@@ -15,7 +15,7 @@ OBJS = \
 	extension/src/tenant.o \
 	extension/src/token.o \
 	extension/src/transitions.o \
-	extension/src/transitions_legacy.o \
+	extension/src/transitions_before_0_4.o \
 	extension/src/wakeup.o
 
 # The version is written in one place, the control file's default_version.

@@ -25,7 +25,7 @@
  * followed by CREATE EXTENSION starts the numbers again (the relcache
  * invalidation of the dropped payflow.pipelines clears the cache).
  * The entry points of 0.1.0 to 0.3.0, which had a fixed table, are in
- * transitions_legacy.c.
+ * transitions_before_0_4.c.
  */
 #include "payflow.h"
 

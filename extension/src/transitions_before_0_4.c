@@ -1,5 +1,5 @@
 /*
- * transitions_legacy.c
+ * transitions_before_0_4.c
  *		The state machine of payflow 0.1.0 to 0.3.0, for their catalogs.
  *
  * Up to 0.3.0 the transition table was written here, not derived from the

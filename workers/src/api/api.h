@@ -18,6 +18,7 @@
  *		router.c		MHD's handler: head checks, routes, body limits, access log
  *		payments.c		POST /payments (pg or S3 claim check)
  *		operations.c	GET /operations/{id}
+ *		credentials.c	the API key a request carries (Authorization: Bearer)
  *		details_scan.c	finds "details" in a body as it arrives, hashing it
  *		events.c		GET /operations/{id}/events: server-sent events
  *		hub.c			the thread that feeds every stream (one LISTEN connection)
@@ -264,9 +265,13 @@ void		api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* MHD_OPTION_UNESCAPE_CALLBACK: paths are decoded by the router, not by MHD. */
 size_t		api_keep_escaped(void *cls, struct MHD_Connection *conn, char *text);
 
+/* credentials.c */
 /* "Bearer <key>" from Authorization, or NULL when there is none or it cannot
  * be a key (then the caller answers api_reply_unauthorized). */
 const char *api_bearer_key(api_request *req);
+
+/* Printable ASCII only: what a header value of ours may hold. */
+bool		api_printable_ascii(const char *text);
 
 /* payments.c, operations.c */
 enum MHD_Result api_post_payment(api_request *req);

@@ -37,32 +37,6 @@
 #define OPERATIONS_PREFIX "/operations/"
 #define EVENTS_SUFFIX "/events"
 
-/* Printable ASCII only: what a header value of ours may hold. */
-static bool
-printable_ascii(const char *text)
-{
-	for (const unsigned char *p = (const unsigned char *) text; *p; p++)
-		if (*p < 0x20 || *p > 0x7E)
-			return false;
-	return true;
-}
-
-/*
- * A key is printable ASCII; anything else cannot name one, and would only
- * reach the database to fail as text (22021, or a 404 for a lookup).
- */
-const char *
-api_bearer_key(api_request *req)
-{
-	const char *auth = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-
-	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-		return NULL;
-	auth += 7;
-	while (*auth == ' ')
-		auth++;
-	return *auth && printable_ascii(auth) ? auth : NULL;
-}
 
 /* MHD_OPTION_UNESCAPE_CALLBACK: leave the path as sent, decode_path decodes it. */
 size_t
@@ -385,7 +359,7 @@ refuse_head(api_request *req, enum MHD_Result *answer)
 		req->close_after = false;
 		if (req->bad_path != NULL)
 			*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "bad_request", "%s", req->bad_path);
-		else if (req->correlation_id != NULL && !printable_ascii(req->correlation_id))
+		else if (req->correlation_id != NULL && !api_printable_ascii(req->correlation_id))
 		{
 			req->correlation_id = NULL; /* never echoed */
 			*answer = api_reply_error(req, MHD_HTTP_BAD_REQUEST, "invalid_header",

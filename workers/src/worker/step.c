@@ -389,6 +389,39 @@ release_lease(worker *w, step_run *run)
 	db_release(w->db, pg);
 }
 
+/*
+ * The step succeeded (for a payment: the legacy DBMS charged) after its
+ * operation had ended (FAILED when its lease expired on its last attempt,
+ * while the call ran on): complete_step answers PF006 and nothing in the
+ * operation records the result.  It goes to payflow.dead_letters with the
+ * result, where reconciliation finds a charge the operation does not show;
+ * a log line alone would be lost.  Returns whether it was recorded.
+ */
+static bool
+record_result_after_end(worker *w, job *j, step_run *run, const pf_error *refusal)
+{
+	pf_pg	   *pg = db_acquire(w->db, DB_WAIT_MS);
+	char	   *body = pf_strndup(j->msg->body, j->msg->body_len);
+	json_t	   *error = json_pack("{s:s,s:s,s:s,s:i,s:O,s:s}", "code", "result_after_end",
+								  "message", "the step succeeded after its operation had ended; its result is kept here",
+								  "step", w->role->step ? w->role->step : "", "attempt", run->attempt,
+								  "result", run->result, "refusal", refusal->message);
+	pf_error	err;
+	bool		recorded;
+
+	pf_utf8_sanitize(body, strlen(body));
+	recorded = pg != NULL && db_record_dead_letter(pg, w->transport->queue_name, body, error, run->operation_id,
+												   &err) == PF_OK;
+	if (!recorded)
+		log_job(PF_LOG_ERROR, &run->ids, j, json_pack("{s:s,s:O}", "code", pg ? err.code : "53300", "result", run->result),
+				"cannot record the result of a step whose operation ended: %s",
+				pg ? err.message : "no database connection free");
+	db_release(w->db, pg);
+	json_decref(error);
+	free(body);
+	return recorded;
+}
+
 /* Commit what the role decided, then say what becomes of the message. */
 static void
 record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status status)
@@ -470,12 +503,20 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 		log_job(PF_LOG_WARN, &run->ids, j, json_pack("{s:s}", "code", err.code),
 				"lease taken over, outcome not recorded: %s", err.message);
 	}
+	else if (strcmp(err.code, "PF006") == 0 && status == STEP_SUCCEEDED)
+	{
+		/* recorded or not, the message has nothing more to do: its operation ended */
+		j->outcome = OUTCOME_DELETE;
+		if (record_result_after_end(w, j, run, &err))
+			log_job(PF_LOG_ERROR, &run->ids, j, json_pack("{s:s,s:O}", "code", err.code, "result", run->result),
+					"operation already ended: the step's result is recorded as a dead letter for reconciliation");
+	}
 	else if (strcmp(err.code, "PF006") == 0)
 	{
+		/* a failure of a step whose operation ended: nothing was done to record */
 		j->outcome = OUTCOME_DELETE;
-		log_job(PF_LOG_ERROR, &run->ids, j,
-				json_pack("{s:s,s:O*,s:O*}", "code", err.code, "result", run->result, "error", run->error),
-				"operation already ended, outcome not recorded: %s", err.message);
+		log_job(PF_LOG_WARN, &run->ids, j, json_pack("{s:s,s:O*}", "code", err.code, "error", run->error),
+				"operation already ended, failure not recorded: %s", err.message);
 	}
 	else
 	{

@@ -246,8 +246,19 @@ pf_eq "pg_tle: the $version file again registers nothing twice" "0" "$rc"
 
 # ---- a missing extension stops the install, leaving nothing behind
 # (a fresh cluster: no payflow role exists yet)
+no_payflow_job_running() {
+	[ "$(pf_psql -Atqc "SELECT count(*) FROM pg_stat_activity
+						 WHERE pid <> pg_backend_pid() AND state = 'active' AND query ~ 'payflow\.'")" = 0 ]
+}
 strip() {
-	pf_psql -qc "SET client_min_messages = warning" -c "DROP SCHEMA IF EXISTS payflow CASCADE" -c "SELECT cron.unschedule(jobid) FROM cron.job" >/dev/null
+	# pg_cron's jobs first: a scheduler run going on while the schema is
+	# dropped deadlocks with the DROP (it happened in CI), and
+	# run_scheduler_for naps for up to a minute: it is ended, not waited for
+	pf_psql -qc "SELECT cron.unschedule(jobid) FROM cron.job" \
+		-c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND state = 'active' AND query ~ 'payflow\.'" >/dev/null
+	pf_wait_for 30 no_payflow_job_running || true
+	pf_psql -qc "SET client_min_messages = warning" -c "DROP SCHEMA IF EXISTS payflow CASCADE" >/dev/null
 	pf_psql -qc "DO \$\$
 		DECLARE r name;
 		BEGIN

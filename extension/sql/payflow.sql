@@ -99,6 +99,7 @@ $roles$;
 --@@ include submit_many.sql @@
 
 --@@ include outbox_dead_letter.sql @@
+--@@ include reconcile.sql @@
 
 --@@ include tenants.sql @@
 

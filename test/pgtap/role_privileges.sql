@@ -177,7 +177,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow._cron_schedule(text,text,text)',
 	'payflow.add_destination(text,text)',
 	'payflow.add_step(text,text,text,text,text,text,text,text,text,text,integer,interval,interval,text)',
-	'payflow.remove_step(text,text)']);
+	'payflow.remove_step(text,text)',
+	'payflow.reconcile(jsonb,text[])']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
 SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',

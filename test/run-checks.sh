@@ -165,7 +165,7 @@ collect_bg() {
 # everything that writes pg_regress' results/ folder stays on the main lane.
 # A test not named here runs on the main lane. PF_CHECK_LANES=1: one lane.
 # shellcheck disable=SC2034  # LANE_1 and LANE_2 are read by name ("LANE_$n")
-LANE_1="soak_short worker_protection relay_faults pg_host_list failover_async worker_refused_entries worker_drain worker_capacity backup_restore backup_restore_sql api_asan
+LANE_1="soak_short worker_protection relay_faults pg_host_list failover_async failover_sync worker_refused_entries worker_drain worker_capacity backup_restore backup_restore_sql api_asan
 	relay_concurrency scheduler_horizon docs_coverage outbox_claim_plan worker_takeover pipeline_steps"
 # shellcheck disable=SC2034
 LANE_2="worker_legacy_drivers sqs_batches api_admin worker_webhook relay_delivery relay_refused secret_leaks

@@ -7,14 +7,18 @@
 # Three throwaway clusters of their own, on ports PF_PGPORT + 1200/1300/1400:
 # the legacy DBMS (L: it outlives the failover, as a real one would),
 # payflow's primary A, and B, A's streaming standby (pg_basebackup -R);
-# the emulator on 4650/4651; payflow-relay and a payment worker with the
-# host list "A,B", started once.
+# the emulator on 4650/4651, the invoice API fixture on 4654; the whole
+# pipeline (payflow-relay, the payment, post-processing and invoice
+# workers, payflow-api on 4655), every program with the host list "A,B",
+# started once.
 #
 #   a / b / legacy ARGS...    psql on A, B, the legacy database
-#   submit ON FROM TO         payments $run-FROM … $run-TO on a or b; their
-#                             ids appended to $work/ids (one a line, in order)
-#   all_completed ON FROM TO  whether all of them are PAYMENT_COMPLETED there
+#   submit FROM TO            payments $run-FROM … $run-TO through POST /payments;
+#                             the ids returned appended to $work/ids (in order)
+#   all_completed ON FROM TO  whether all of them are COMPLETED on a or b
 #   charged FROM TO           whether the legacy DBMS charged each of them
+#   invoices_once N           the invoice API made N invoices, none twice
+#   programs_running          none of the five programs exited
 #   cut_replication           B stops receiving WAL (and says so)
 #   fail_over                 A crashes (immediate shutdown), B is promoted
 #   reconcile_findings        payflow.reconcile() on B with the legacy
@@ -47,6 +51,7 @@ pg_ctl_at() { pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$1/data" "${@:2}"; }
 cleanup() {
 	pf_kill_ours KILL "${pids[@]}"
 	test/emulator/stop.sh >/dev/null 2>&1 || true
+	test/fixtures/invoice-api/stop.sh >/dev/null 2>&1 || true
 	pg_ctl_at "$B_DIR" -m immediate stop >/dev/null 2>&1 || true
 	rm -rf "$B_DIR"
 	in_cluster "$A_PORT" "$A_DIR" pf_cluster_destroy >/dev/null 2>&1 || true
@@ -62,40 +67,69 @@ rm -rf "$B_DIR"
 in_cluster "$L_PORT" "$L_DIR" pf_cluster_start
 in_cluster "$A_PORT" "$A_DIR" pf_cluster_start
 PAYFLOW_LEGACY_ODBC=$(in_cluster "$L_PORT" "$L_DIR" test/fixtures/legacy/setup.sh 2>"$work/legacy-setup.log")
+# before the base backup, so B has them: the API's key, retries in a second
+key=$(a -c "SELECT payflow.create_api_key('fo-tenant', 'failover')")
+a -c "UPDATE payflow.step_definitions SET retry_base_delay = '1 second', retry_max_delay = '2 seconds'" >/dev/null
 mkdir -p "$B_DIR/sock"
 chown -R postgres:postgres "$B_DIR"
 pf_as_postgres "$PF_PGBIN/pg_basebackup" -h "$A_DIR/sock" -p "$A_PORT" -U postgres -D "$B_DIR/data" -R -X stream -c fast
 pg_ctl_at "$B_DIR" -l "$B_DIR/postgres.log" -w -t 60 -o "-p $B_PORT -k $B_DIR/sock -c listen_addresses=127.0.0.1" start >/dev/null
 pf_eq "B is A's standby" t "$(b -c 'SELECT pg_is_in_recovery()')"
 
-# --- the edge programs, with the host list
+# --- the whole pipeline, every program with the host list
 export PAYFLOW_EMULATOR_PORT=4650 PAYFLOW_EMULATOR_BACKEND_PORT=4651 PAYFLOW_EMULATOR_RUN_DIR=$work/emulator
 test/emulator/stop.sh >/dev/null 2>&1 || true
 eval "$(test/emulator/start.sh 2>"$work/emulator-start.log")"
-export AWS_ENDPOINT_URL AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY PAYFLOW_QUEUE_URLS PAYFLOW_DLQ_URLS PAYFLOW_LEGACY_ODBC
-export PAYFLOW_QUEUE_URL
-PAYFLOW_QUEUE_URL=$(echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed -n 's/^payment-requests=//p')
+export PAYFLOW_INVOICE_API_PORT=4654 PAYFLOW_INVOICE_API_RUN_DIR=$work/invoice-api
+eval "$(test/fixtures/invoice-api/start.sh 2>"$work/invoice-api-start.log")"
+export AWS_ENDPOINT_URL AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY PAYFLOW_QUEUE_URLS PAYFLOW_DLQ_URLS
+export PAYFLOW_LEGACY_ODBC PAYFLOW_INVOICE_URL
 export PAYFLOW_DATABASE_URL="host=127.0.0.1,127.0.0.1 port=$A_PORT,$B_PORT user=postgres dbname=$PF_DB"
 export PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)'
+export PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)'
 export PAYFLOW_LOG_LEVEL=info PAYFLOW_VISIBILITY_TIMEOUT=4 PAYFLOW_POLL_INTERVAL_MS=200
+queue_of() { echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed -n "s/^$1=//p"; }
 workers/bin/payflow-relay >"$work/relay.log" 2>&1 &
 pids+=($!)
 relay_pid=$!
-PAYFLOW_WORKER_ID=fo-worker workers/bin/payflow-worker --role payment >"$work/worker.log" 2>&1 &
+worker_pids=()
+for role in payment:payment-requests postprocess:payment-completed invoice:invoice-requests; do
+	PAYFLOW_QUEUE_URL=$(queue_of "${role#*:}") PAYFLOW_WORKER_ID=fo-${role%%:*} \
+		workers/bin/payflow-worker --role "${role%%:*}" >"$work/${role%%:*}.log" 2>&1 &
+	pids+=($!)
+	worker_pids+=($!)
+done
+PAYFLOW_LISTEN=127.0.0.1:4655 workers/bin/payflow-api 2>"$work/api.log" &
 pids+=($!)
-worker_pid=$!
+api_pid=$!
+api_up() { curl -fsS -o /dev/null http://127.0.0.1:4655/healthz; }
+pf_ok "payflow-api answers" pf_wait_for 20 api_up
 
-# submit ON FROM TO: payments $run-FROM … $run-TO on cluster ON (a or b); their ids to $work/ids
+# programs_running: the relay, the three workers and the API, none restarted
+programs_running() { kill -0 "$relay_pid" "${worker_pids[@]}" "$api_pid"; }
+
+# submit FROM TO: payments $run-FROM … $run-TO through POST /payments (to
+# whichever database the API is connected to); the ids it returned are
+# appended to $work/ids, one a line, in order
 submit() {
-	"$1" -c "SELECT payflow.submit('$run-' || g, '{\"amount\": 5, \"currency\": \"EUR\"}'::jsonb)
-			  FROM generate_series($2, $3) g" >>"$work/ids"
+	local g
+	for g in $(seq "$1" "$2"); do
+		curl -fsS -X POST http://127.0.0.1:4655/payments -H "Authorization: Bearer $key" \
+			-H 'Content-Type: application/json' \
+			-d "{\"paymentId\": \"$run-$g\", \"details\": {\"amount\": 5, \"currency\": \"EUR\"}}" |
+			jq -r .operationId >>"$work/ids"
+	done
 }
-completed() {	# completed ON FROM TO: how many of those payments are PAYMENT_COMPLETED there
-	"$1" -c "SELECT count(*) FROM payflow.operations WHERE status = 'PAYMENT_COMPLETED'
+completed() {	# completed ON FROM TO: how many of those payments are COMPLETED there
+	"$1" -c "SELECT count(*) FROM payflow.operations WHERE status = 'COMPLETED'
 			  AND payment_id IN (SELECT '$run-' || g FROM generate_series($2, $3) g)"
 }
 all_completed() { [ "$(completed "$1" "$2" "$3")" = $(($3 - $2 + 1)) ]; }
 charged() { [ "$(legacy -c "SELECT count(*) FROM charges WHERE payment_id IN (SELECT '$run-' || g FROM generate_series($1, $2) g)")" = $(($2 - $1 + 1)) ]; }
+# invoices_once N: the invoice API made exactly N invoices, none twice for a key
+invoices_once() {
+	[ "$(curl -fsS "http://127.0.0.1:$PAYFLOW_INVOICE_API_PORT/_invoices" | jq '[.invoices[].idempotencyKey] | [length, (unique | length)] | map(tostring) | join("|")' -r)" = "$1|$1" ]
+}
 
 cut_replication() {
 	b -c "ALTER SYSTEM SET primary_conninfo = ''" -c "SELECT pg_reload_conf()" >/dev/null

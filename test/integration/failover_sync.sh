@@ -10,7 +10,7 @@
 #      every commit on A from then on waits (their completions too), and
 #      is never acknowledged.
 #   3. A crashes and B is promoted.
-#   4. The relay and the worker, never restarted, go on on B: every one of
+#   4. The programs, never restarted, go on on B: every one of
 #      the 30 operations whose id was returned completes there, each
 #      charged once (a step taken over runs its call again with the same
 #      idempotency key: the legacy DBMS returns the first charge), and
@@ -28,13 +28,13 @@ sync_standby() { [ "$(a -c "SELECT count(*) FROM pg_stat_replication WHERE sync_
 pf_ok "B is A's synchronous standby" pf_wait_for 30 sync_standby
 
 # --- 1.
-submit a 1 20
+submit 1 20
 pf_ok "20 payments complete on A" pf_wait_for 60 all_completed a 1 20
 
 # --- 2. returned, claimed, in their legacy calls (5 s each) when B stops:
 # from then on every commit on A waits, their completions included
 legacy -c "SELECT set_fault('slow', seconds => 5, count => 10, fn => 'charge')" >/dev/null
-submit a 21 30
+submit 21 30
 pf_eq "the 10 ids are returned" 30 "$(grep -c . "$work/ids")"
 calling() { [ "$(legacy -c "SELECT count(*) FROM call_log WHERE fn = 'charge' AND ended_at IS NULL")" -ge 1 ]; }
 pf_ok "their legacy calls run" pf_wait_for 30 calling
@@ -49,11 +49,11 @@ pf_eq "B has every operation whose id was returned" 30 \
 	"$(b -c "SELECT count(*) FROM payflow.operations WHERE payment_id IN (SELECT '$run-' || g FROM generate_series(1, 30) g)")"
 
 # --- 4.
-pf_ok "all 30 complete on B, with the same relay and worker" pf_wait_for 120 all_completed b 1 30
+pf_ok "all 30 complete on B, with the same programs" pf_wait_for 120 all_completed b 1 30
 pf_ok "... each charged" charged 1 30
 pf_eq "no payment charged twice" 0 "$(legacy -c "SELECT count(*) FROM duplicate_charges()")"
-pf_ok "the relay still runs (never restarted)" kill -0 "$relay_pid"
-pf_ok "the worker still runs (never restarted)" kill -0 "$worker_pid"
+pf_ok "30 invoices, none twice" invoices_once 30
+pf_ok "the relay, the three workers and the API still run (never restarted)" programs_running
 reconcile_findings
 pf_eq "reconcile() finds nothing" 0 "$(grep -c . "$work/findings" || true)"
 pf_done

@@ -22,7 +22,7 @@
 #                   then success (attempt 2, after >= 1 s); 400 and a 2xx that
 #                   is not JSON fail for good
 #   PAYFLOW_STORE=s3  the HTTP hook's answer becomes the object
-#                   payments/<op>/invoice-input.json, byte for byte; a SQL
+#                   payments/<op>/invoice-input.attempt-1.json (the attempt in the name), byte for byte; a SQL
 #                   hook's answer, made inside the database, stays in its store
 set -euo pipefail
 source "$(dirname "$0")/worker_common.bash"
@@ -314,9 +314,9 @@ pf_ok "s3 store, HTTP hook: INVOICE_PENDING" wk_wait_status "$hs3" INVOICE_PENDI
 pf_eq "s3 store, HTTP hook: no Authorization header without the setting" null \
 	"$(grep -F "\"key\":\"$hs3:post_process\"" "$WK_DIR/hook-requests.jsonl" | head -n 1 |
 		node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).authorization))')"
-pf_eq "s3 store, HTTP hook: the invoice input's reference names S3" "s3|payments/$hs3/invoice-input.json" \
+pf_eq "s3 store, HTTP hook: the invoice input's reference names S3" "s3|payments/$hs3/invoice-input.attempt-1.json" \
 	"$(step_of "$hs3" CREATE_INVOICE "(input_ref->>'store') || '|' || (input_ref->>'key')")"
-s3_get "payments/$hs3/invoice-input.json" "$WK_DIR/invoice-input.json" || true
+s3_get "payments/$hs3/invoice-input.attempt-1.json" "$WK_DIR/invoice-input.json" || true
 pf_eq "s3 store, HTTP hook: the object is the hook's answer byte for byte" \
 	"{\"operationId\": \"$hs3\", \"amount\": 12.50, \"currency\": \"EUR\", \"source\": \"http-hook\", \"paymentReference\": \"ch_http_s3\"}" \
 	"$(cat "$WK_DIR/invoice-input.json" 2>/dev/null)"

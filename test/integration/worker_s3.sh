@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # WK_PID_<name>: set by name (printf -v) when a worker starts
 # The claim check in S3, both ways: requests submitted with
 # payflow.submit_ref point at objects in the emulator's bucket, and a
 # payment worker with PAYFLOW_STORE=s3 reads them there (checksum verified)
@@ -55,9 +56,11 @@ pf_ok "good: PAYMENT_COMPLETED" wk_wait_status "$good" PAYMENT_COMPLETED 20
 pf_eq "good: charged once, the amount as stored in S3" "1|4.20" \
 	"$(legacy -c "SELECT count(*), max(amount) FROM charges WHERE payment_id = '$p-good'")"
 ref=$(q -c "SELECT result_ref FROM payflow.steps WHERE operation_id = '$good' AND step_name = 'PROCESS_PAYMENT'")
-pf_eq "good: the result's reference names S3" "s3|payments/$good/payment-result.json" \
+# the attempt is in the name: a worker that lost its lease and writes late
+# writes its own attempt's object, never the one a newer completion names
+pf_eq "good: the result's reference names S3, and the attempt's own object" "s3|payments/$good/payment-result.attempt-1.json" \
 	"$(q -c "SELECT '$ref'::jsonb->>'store', '$ref'::jsonb->>'key'")"
-s3 get "payments/$good/payment-result.json" "$WK_DIR/result.json"
+s3 get "payments/$good/payment-result.attempt-1.json" "$WK_DIR/result.json"
 pf_eq "good: the result object matches its reference (sha256 and size)" \
 	"$(q -c "SELECT '$ref'::jsonb->>'checksum', '$ref'::jsonb->>'size'")" \
 	"$(sum_of "$WK_DIR/result.json")|$(size_of "$WK_DIR/result.json")"
@@ -73,5 +76,25 @@ pf_eq "missing: payload_missing" payload_missing \
 pf_eq "corrupt, missing: the legacy DBMS never called" 0 \
 	"$(legacy -c "SELECT count(*) FROM call_log WHERE payment_id IN ('$p-corrupt', '$p-missing')")"
 
-wk_invariants "$good" "$corrupt" "$missing"
+# --- a takeover writes its own attempt's object (issue 26, M6): the dead
+# worker's attempt 1 and the new holder's attempt 2 never share a key
+kill -TERM "$WK_PID_w1"
+wait "$WK_PID_w1" 2>/dev/null || true
+legacy -c "SELECT set_fault('slow', payment_id => '$p-take', seconds => 8)" >/dev/null
+printf '{"amount": 6.10, "currency": "EUR"}' >"$WK_DIR/take.json"
+s3 put "requests/$p-take.json" "$WK_DIR/take.json"
+take=$(submit_ref "$p-take" "requests/$p-take.json" "$(sum_of "$WK_DIR/take.json")" "$(size_of "$WK_DIR/take.json")")
+wk_start_worker w2 PAYFLOW_STORE=s3
+take_calling() { [ "$(legacy -c "SELECT call_count('charge', '$p-take')")" -ge 1 ]; }
+pf_ok "takeover: w2's legacy call runs" pf_wait_for 20 take_calling
+wk_kill9 "$WK_PID_w2"
+wk_start_worker w3 PAYFLOW_STORE=s3
+pf_ok "takeover: PAYMENT_COMPLETED by w3" wk_wait_status "$take" PAYMENT_COMPLETED 40
+take_ref=$(q -c "SELECT result_ref FROM payflow.steps WHERE operation_id = '$take' AND step_name = 'PROCESS_PAYMENT'")
+pf_eq "takeover: the completion names attempt 2's own object" "2|payments/$take/payment-result.attempt-2.json" \
+	"$(q -c "SELECT attempt FROM payflow.steps WHERE operation_id = '$take' AND step_name = 'PROCESS_PAYMENT'")|$(q -c "SELECT '$take_ref'::jsonb->>'key'")"
+s3 get "payments/$take/payment-result.attempt-2.json" "$WK_DIR/take-result.json"
+pf_eq "takeover: which matches its reference" "$(q -c "SELECT '$take_ref'::jsonb->>'checksum'")" "$(sum_of "$WK_DIR/take-result.json")"
+
+wk_invariants "$good" "$corrupt" "$missing" "$take"
 pf_done

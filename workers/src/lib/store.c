@@ -9,7 +9,8 @@
 
 #include "payflow/event.h"
 
-#define PAYLOAD_NAME_MAX 100
+/* a step's result_name (100, payflow.add_step) with ".attempt-N" in it */
+#define PAYLOAD_NAME_MAX 128
 
 struct pf_store
 {

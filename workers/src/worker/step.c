@@ -345,21 +345,40 @@ read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev,
 }
 
 /*
+ * The S3 name of an attempt's result: the step's resultName with the
+ * attempt before its extension ("payment-result.attempt-2.json").  Each
+ * attempt writes its own object, so a worker that lost its lease and
+ * writes late cannot change the object a newer attempt's completion
+ * references (S3 objects are overwritable; the pg store refuses such a
+ * write instead: payload_put checks the lease).
+ */
+static void
+attempt_result_name(const char *result_name, int attempt, char *out, size_t size)
+{
+	const char *dot = strrchr(result_name, '.');
+	int			base = dot ? (int) (dot - result_name) : (int) strlen(result_name);
+
+	snprintf(out, size, "%.*s.attempt-%d%s", base, result_name, attempt, dot ? dot : "");
+}
+
+/*
  * With PAYFLOW_STORE=s3 the result goes to S3, under the name the claim
- * answer gives it (the step's resultName), and complete_step gets its ref.
+ * answer gives it (the step's resultName) with the attempt in it, and
+ * complete_step gets its ref.
  */
 static pf_result
 store_result(worker *w, executor *ex, step_run *run, const char *text, json_t **result_ref, pf_error *err)
 {
-	const char *name = run->result_name;
+	char		name[160];
 	pf_s3	   *s3;
 	pf_store   *store;
 	pf_payload_ref ref;
 	pf_result	r;
 
 	*result_ref = NULL;
-	if (w->cfg.store != PF_STORE_S3 || name == NULL)
+	if (w->cfg.store != PF_STORE_S3 || run->result_name == NULL)
 		return PF_OK;			/* the extension writes it into its own store, or keeps it inline */
+	attempt_result_name(run->result_name, run->attempt, name, sizeof(name));
 	if ((s3 = executor_s3_client(w, ex, err)) == NULL)
 		return err->result;
 	store = pf_store_create(NULL, s3, &w->cfg);

@@ -22,7 +22,8 @@
 // only a network can upset:
 //   POST /_front/hold {"action":"ChangeMessageVisibilityBatch","ms":3000,"count":1}
 //       the next `count` SQS calls of that action wait `ms` before going on
-//       (a slow network: a call sent first can now arrive last)
+//       (a slow network: a call sent first can now arrive last); S3 calls
+//       are named by their method: {"action":"S3 PUT",...} is a slow S3
 //   GET /_front/visibility?since=<epoch ms>
 //       every visibility change forwarded to fauxqs since then, in the order
 //       it got them: [{"receipt","seconds","arrivedAt","heldMs"}]
@@ -845,15 +846,20 @@ function countCall(what) {
 
 // Holds the call if a test asked for it, and logs visibility changes as
 // they go on to fauxqs.
+// Waits as a hold on this action says (and spends one of its count);
+// returns how long.
+async function holdIfAsked(action) {
+	const hold = holds.get(action);
+	if (!hold || hold.count <= 0)
+		return 0;
+	hold.count--;
+	await new Promise((resolve) => setTimeout(resolve, hold.ms));
+	return hold.ms;
+}
+
 async function beforeForward(ctx, body) {
 	const action = sqsAction(ctx);
-	const hold = holds.get(action);
-	let heldMs = 0;
-	if (hold && hold.count > 0) {
-		hold.count--;
-		heldMs = hold.ms;
-		await new Promise((resolve) => setTimeout(resolve, hold.ms));
-	}
+	const heldMs = await holdIfAsked(action);
 	if (action === "ChangeMessageVisibilityBatch" || action === "ChangeMessageVisibility") {
 		let call = {};
 		try {
@@ -1044,6 +1050,7 @@ async function handle(req, res) {
 	if (plan.error)
 		return sendRejection(ctx, plan.error);
 	countCall(`S3 ${req.method}`);
+	await holdIfAsked(`S3 ${req.method}`);
 	return forward(ctx, { checks: plan.checks });
 }
 

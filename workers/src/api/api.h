@@ -74,8 +74,8 @@ void		api_pool_destroy(api_pool *pool);
 api_slot   *api_pool_acquire(api_pool *pool);
 void		api_pool_release(api_pool *pool, api_slot *slot);
 
-/* The slot's S3 client, created on first use; NULL with err set on failure. */
-pf_s3	   *api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err);
+/* The calling HTTP thread's S3 client (no database connection needed); NULL with err set. */
+pf_s3	   *api_thread_s3(const pf_config *cfg, pf_error *err);
 
 /* Options every API connection uses (short connect, few retries, statement_timeout). */
 pf_pg_options api_pg_options(const pf_config *cfg, const char *application_name,

@@ -182,11 +182,16 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 	return true;
 }
 
-/* Put the details to S3 under their hash; fills key. */
+/*
+ * Put the details to S3 under their hash; fills key.  With the HTTP
+ * thread's own S3 client and no database connection held: a slow S3 (the
+ * call is bounded by PAYFLOW_HTTP_TIMEOUT_MS) holds this request only, not
+ * the pool every endpoint needs.
+ */
 static pf_result
-store_in_s3(api_request *req, api_slot *slot, const payment_body *pb, char *key, size_t key_len, pf_error *err)
+store_in_s3(api_request *req, const payment_body *pb, char *key, size_t key_len, pf_error *err)
 {
-	pf_s3	   *s3 = api_slot_s3(slot, &req->ctx->cfg, err);
+	pf_s3	   *s3 = api_thread_s3(&req->ctx->cfg, err);
 
 	if (s3 == NULL)
 		return err->result == PF_OK ? PF_ERR_TRANSIENT : err->result;
@@ -247,19 +252,28 @@ api_post_payment(api_request *req)
 		req->correlation_id};
 
 		snprintf(size, sizeof(size), "%zu", pb.details_len);
+		/* the key is checked before anything is uploaded for it */
 		r = pf_pg_exec(slot->pg, AUTHENTICATE_SQL, 1, auth_values, NULL, &err);
+		api_pool_release(&ctx->pool, slot);
+		slot = NULL;
 		if (r == PF_OK)
 		{
-			r = store_in_s3(req, slot, &pb, key, sizeof(key), &err);
+			r = store_in_s3(req, &pb, key, sizeof(key), &err);
 			if (r != PF_OK)
 			{
 				pf_log_ids	ids = {NULL, NULL, req->correlation_id};
 
 				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
-				api_pool_release(&ctx->pool, slot);
 				payment_body_free(&pb);
 				return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 									   "the payload store is unavailable, retry later");
+			}
+			/* a slot again for the submit (the object is stored: a retry puts the same one) */
+			slot = api_pool_acquire(&ctx->pool);
+			if (slot == NULL)
+			{
+				payment_body_free(&pb);
+				return api_reply_pool_exhausted(req);
 			}
 			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 7, values, &res, &err);
 		}
@@ -272,7 +286,8 @@ api_post_payment(api_request *req)
 		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 5, values, &res, &err);
 		free(details);
 	}
-	api_pool_release(&ctx->pool, slot);
+	if (slot != NULL)
+		api_pool_release(&ctx->pool, slot);
 
 	if (r != PF_OK)
 		answer = api_reply_db_error(req, &err);

@@ -1,7 +1,7 @@
 /*
  * pool.c
  *		The HTTP threads' PostgreSQL connections: pg_pool.h with the API's
- *		options, and an S3 client per connection.
+ *		options; and an S3 client per HTTP thread.
  *
  * At most PAYFLOW_API_POOL_SIZE statements run at once, whatever the number
  * of clients. A request that finds every connection busy waits up to
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A connection's S3 client, made on first use (slot->data). */
+/* An HTTP thread's S3 client, made on first use (api_thread_s3). */
 typedef struct api_s3
 {
 	pf_aws_credentials_provider *credentials;
@@ -62,7 +62,7 @@ s3_free(void *data)
 void
 api_pool_destroy(api_pool *pool)
 {
-	pf_pg_pool_destroy(pool->pg, s3_free);
+	pf_pg_pool_destroy(pool->pg, NULL);
 	pool->pg = NULL;
 }
 
@@ -78,11 +78,28 @@ api_pool_release(api_pool *pool, api_slot *slot)
 	pf_pg_pool_release(pool->pg, slot);
 }
 
-pf_s3 *
-api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err)
-{
-	api_s3	   *s = slot->data;
+/*
+ * Uploads run without a database connection (a slow S3 must not hold the
+ * pool every endpoint needs, /readyz included), so the S3 client belongs to
+ * the HTTP thread, not to a slot: made on the thread's first upload, freed
+ * when the thread ends.
+ */
+static pthread_key_t thread_s3_key;
+static pthread_once_t thread_s3_once = PTHREAD_ONCE_INIT;
 
+static void
+make_thread_s3_key(void)
+{
+	(void) pthread_key_create(&thread_s3_key, s3_free);
+}
+
+pf_s3 *
+api_thread_s3(const pf_config *cfg, pf_error *err)
+{
+	api_s3	   *s;
+
+	(void) pthread_once(&thread_s3_once, make_thread_s3_key);
+	s = pthread_getspecific(thread_s3_key);
 	if (s == NULL)
 	{
 		pf_aws_credentials_provider *credentials = pf_aws_credentials_provider_create(cfg, err);
@@ -93,7 +110,7 @@ api_slot_s3(api_slot *slot, const pf_config *cfg, pf_error *err)
 		s->credentials = credentials;
 		s->aws = pf_aws_client_create(cfg, credentials);
 		s->s3 = pf_s3_create(s->aws, cfg);
-		slot->data = s;
+		(void) pthread_setspecific(thread_s3_key, s);
 	}
 	return s->s3;
 }

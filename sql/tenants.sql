@@ -193,3 +193,12 @@ SELECT payflow.submit_ref('t-ref-2', 'pg', :'key_a', :'sum_a', :'size_a') ~ '^pa
   FROM payflow.authenticate(:'key_a2');
 RESET ROLE;
 DROP ROLE regress_ref_app;
+
+-- an admin key is no tenant key, in any form: its hash is over
+-- "payflow-admin:<secret>", which authenticate() must not take either
+SELECT payflow.create_admin_key('t-ops') AS admin_key \gset
+SELECT * FROM pf_try(format($$SELECT payflow.authenticate(%L)$$, :'admin_key'));
+SELECT * FROM pf_try(format($$SELECT payflow.authenticate(%L)$$, 'payflow-admin:' || :'admin_key'));
+SELECT * FROM pf_try(format($$SELECT payflow.submit('t-admin-1', '{"amount": 1}') FROM payflow.authenticate(%L)$$,
+							'payflow-admin:' || :'admin_key'));
+SELECT count(*) AS submitted_with_an_admin_key FROM payflow.operations WHERE payment_id = 't-admin-1';

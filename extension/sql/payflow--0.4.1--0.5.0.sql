@@ -8,7 +8,9 @@
 -- event SQS refuses for good leaves the outbox as a dead letter (source
 -- 'event') and fails the step it requested, instead of a nack for ever.
 -- reconcile(): legacy charges and returned ids payflow does not account
--- for, after a failover or an incident (reconcile.sql).
+-- for, after a failover or an incident (reconcile.sql).  authenticate()
+-- reads tenant keys only: "payflow-admin:<admin secret>" matched an admin
+-- key's hash and bound the empty tenant (authenticate.sql).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -18,6 +20,7 @@ ALTER TABLE payflow.dead_letters DROP CONSTRAINT dead_letters_source_check,
 	ADD CONSTRAINT dead_letters_source_check CHECK (source IN ('step', 'message', 'event'));
 --@@ include outbox_dead_letter.sql @@
 --@@ include reconcile.sql @@
+--@@ include authenticate.sql @@
 
 ALTER FUNCTION payflow._admin_bad(text, text) VOLATILE;
 

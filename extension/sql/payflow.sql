@@ -102,6 +102,7 @@ $roles$;
 --@@ include reconcile.sql @@
 
 --@@ include tenants.sql @@
+--@@ include authenticate.sql @@
 
 --@@ include steps.sql @@
 

@@ -178,8 +178,15 @@ pf_eq "a payment to look at" 202 "$(post_payment "$KEY" "$P-1" '{"amount": 1}')"
 op=$(json_field operationId)
 
 pf_eq "the operation, plainly: 200" 200 "$(http GET "$API_URL/operations/$op" "$KEY")"
-pf_eq "an escaped character that names nothing new (%5F for _) is decoded: 200" 200 \
-	"$(http GET "$API_URL/operations/${op/_/%5F}" "$KEY")"
+# an escaped unreserved character names nothing new, but would let a path
+# reach a route under a spelling the load balancer's rules do not match
+pf_eq "an escaped unreserved character (%5F for _): 400, JSON" "400 bad_request" \
+	"$(http GET "$API_URL/operations/${op/_/%5F}" "$KEY") $(json_field error.code)"
+pf_eq "/%6Detrics (the load balancer's /metrics rule matches the path as sent): 400" 400 \
+	"$(http GET "$API_URL/%6Detrics" "")"
+pf_eq "/m%65trics: 400" 400 "$(http GET "$API_URL/m%65trics" "")"
+pf_eq "an escape that is needed (a space, %20) is decoded: 404 for no such operation" 404 \
+	"$(http GET "$API_URL/operations/pay%20x" "$KEY")"
 pf_eq "/operations%2F<id>: 400, JSON" "400 bad_request" "$(http GET "$API_URL/operations%2F$op" "$KEY") $(json_field error.code)"
 pf_eq "/operations/<id>%00: 400" "400 bad_request" "$(http GET "$API_URL/operations/$op%00" "$KEY") $(json_field error.code)"
 pf_eq "/operations/<id>%00/events: 400" 400 "$(http GET "$API_URL/operations/$op%00/events" "$KEY" -m 5)"

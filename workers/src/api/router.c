@@ -23,6 +23,7 @@
  */
 #include "api.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +50,13 @@ api_keep_escaped(void *cls, struct MHD_Connection *conn, char *text)
 
 /*
  * The path percent-decoded, or NULL with why set: a broken escape, a
- * control character, or an escaped '/' or NUL (a segment that decodes to
- * two, or ends early in C: "/operations%2F<id>", "/operations/<id>%00").
+ * control character, an escaped '/' or NUL (a segment that decodes to
+ * two, or ends early in C: "/operations%2F<id>", "/operations/<id>%00"),
+ * or an escaped unreserved character (letters, digits, - . _ ~), which no
+ * client needs to escape (RFC 3986, 2.3) and which would let a path
+ * reach a route under another spelling: the load balancer matches its
+ * rules against the path as sent, so "/%6Detrics" passed its /metrics
+ * rule (deploy/aws/services.yaml) and was served /metrics here.
  */
 static char *
 decode_path(const char *raw, const char **why)
@@ -74,6 +80,11 @@ decode_path(const char *raw, const char **why)
 			if (c == '/' || c == '\0')
 			{
 				*why = c == '/' ? "the path holds an escaped '/' (%2F)" : "the path holds an escaped NUL (%00)";
+				break;
+			}
+			if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~')
+			{
+				*why = "the path escapes a character that needs no escape";
 				break;
 			}
 			p += 2;

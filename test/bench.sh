@@ -232,7 +232,7 @@ printf "%-62s %10.1f %8s\n" "payflow.metrics() with 101,000 in flight (a backlog
 # this one is no longer needed and would only take memory and CPU from them.
 destroy_all
 echo "(submit, outbox and metrics took $((SECONDS - bench_started)) s)"
-for part in ${BENCH_PARTS-step_engine relay worker_scale pipeline api}; do
+for part in ${BENCH_PARTS-step_engine outbox_log relay worker_scale pipeline api}; do
 	echo
 	echo "== test/bench/$part.sh"
 	part_started=$SECONDS

@@ -606,6 +606,16 @@ test_error_classification(void)
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "40P01", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "55P03", false));
 	CHECK(pf_pg_run_again(PF_PG_ONCE, "25006", false)); /* a read-only server wrote nothing */
+
+	/* a failure that goes on: logged first, then once per interval */
+	{
+		int64_t		last = 0;
+
+		CHECK(pf_log_throttled(true, &last, 1000, 60000) && last == 1000);
+		CHECK(!pf_log_throttled(false, &last, 30000, 60000) && last == 1000);
+		CHECK(pf_log_throttled(false, &last, 61000, 60000) && last == 61000);
+		CHECK(pf_log_throttled(true, &last, 62000, 60000)); /* a new run starts at once */
+	}
 	CHECK(!pf_pg_run_again(PF_PG_IDEMPOTENT, "57014", false));	/* it would time out again */
 	CHECK(!pf_pg_run_again(PF_PG_ONCE, "57014", false));
 	CHECK(pf_pg_run_again(PF_PG_IDEMPOTENT, "57P01", true));

@@ -13,6 +13,7 @@
 #define PAYFLOW_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -58,6 +59,14 @@ void		pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields,
 #define pf_log_info(ids, ...)	pf_log_write(PF_LOG_INFO, ids, NULL, __VA_ARGS__)
 #define pf_log_warn(ids, ...)	pf_log_write(PF_LOG_WARN, ids, NULL, __VA_ARGS__)
 #define pf_log_error(ids, ...)	pf_log_write(PF_LOG_ERROR, ids, NULL, __VA_ARGS__)
+
+/*
+ * Whether an event that may repeat for a long time (a failure that goes on)
+ * is to be logged now: the first of its run, then one every every_ms.
+ * *last_ms keeps when it was last logged (0: never); now_ms is the caller's
+ * pf_now_ms().
+ */
+bool		pf_log_throttled(bool first_of_run, int64_t *last_ms, int64_t now_ms, int64_t every_ms);
 
 /* Replace invalid UTF-8 bytes by '?' in place, so any text can become JSON. */
 void		pf_utf8_sanitize(char *text, size_t len);

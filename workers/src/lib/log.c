@@ -324,3 +324,12 @@ pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields, const ch
 	fflush(stream);
 	pf_buf_free(&line);
 }
+
+bool
+pf_log_throttled(bool first_of_run, int64_t *last_ms, int64_t now_ms, int64_t every_ms)
+{
+	if (!first_of_run && now_ms - *last_ms < every_ms)
+		return false;
+	*last_ms = now_ms;
+	return true;
+}

@@ -137,15 +137,13 @@ rolled_back_and_worth_again(const char *sqlstate)
 static void
 log_connect_failure(pf_pg *pg, const char *message)
 {
-	int64_t		now = pf_now_ms();
-
-	if (pg->connect_failures > 0 && now - pg->connect_failure_logged_ms < CONNECT_FAILURE_LOG_MS)
+	if (!pf_log_throttled(pg->connect_failures == 0, &pg->connect_failure_logged_ms, pf_now_ms(),
+						  CONNECT_FAILURE_LOG_MS))
 		return;
 	if (pg->connect_failures == 0)
 		pf_log_warn(NULL, "%s; retrying with back-off", message);
 	else
 		pf_log_warn(NULL, "%s (%d failed attempts so far; still retrying)", message, pg->connect_failures + 1);
-	pg->connect_failure_logged_ms = now;
 }
 
 bool

@@ -72,15 +72,12 @@ db_failed(relay *r, const pf_error *err)
 	int			delay = pf_backoff_ms(r->db_failures, DB_BACKOFF_BASE_MS, DB_BACKOFF_CAP_MS);
 
 	r->db_retry_at_ms = now + delay;
-	if (r->db_failures == 0 || now - r->db_failure_logged_ms >= DB_FAILURE_LOG_MS)
-	{
+	if (pf_log_throttled(r->db_failures == 0, &r->db_failure_logged_ms, now, DB_FAILURE_LOG_MS))
 		pf_log_write(err->result == PF_ERR_TRANSIENT ? PF_LOG_WARN : PF_LOG_ERROR, NULL,
 					 json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "sqlstate", err->code, "acks", r->db.n_acks,
 							   "nacks", r->db.n_nacks, "claim", r->db.claim_max, "retryInMs", delay,
 							   "failures", r->db_failures + 1),
 					 "outbox statement failed: %s", err->message);
-		r->db_failure_logged_ms = now;
-	}
 	r->db_failures++;
 }
 

@@ -410,11 +410,8 @@ call_failed(relay *r, relay_batch *b, const pf_aws_call *call, const pf_error *e
 	r->stats.failed_calls++;
 	r->sqs_failure_streak++;
 	/* the first failure of a run, then one line per interval */
-	if (r->sqs_failure_streak == 1 || now - r->sqs_failure_logged_ms >= FAILURE_LOG_INTERVAL_MS)
-	{
+	if (pf_log_throttled(r->sqs_failure_streak == 1, &r->sqs_failure_logged_ms, now, FAILURE_LOG_INTERVAL_MS))
 		level = err->result == PF_ERR_TRANSIENT ? PF_LOG_WARN : PF_LOG_ERROR;
-		r->sqs_failure_logged_ms = now;
-	}
 	else
 		level = PF_LOG_DEBUG;
 	if (pf_log_enabled(level))

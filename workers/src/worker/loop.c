@@ -411,9 +411,8 @@ heartbeat_late(worker *w, int64_t late_ms, const char *what)
 	atomic_store(&w->stats.heartbeat_late_ms, late_ms);
 	w->heartbeat_behind = true;
 	atomic_store(&w->stats.heartbeat_behind, 1);
-	if (w->behind_logged_ms == 0 || now - w->behind_logged_ms >= BEHIND_LOG_EVERY_MS)
+	if (pf_log_throttled(w->behind_logged_ms == 0, &w->behind_logged_ms, now, BEHIND_LOG_EVERY_MS))
 	{
-		w->behind_logged_ms = now;
 		pf_log_write(PF_LOG_WARN, NULL,
 					 json_pack("{s:I,s:I,s:i,s:I}", "lateMs", (json_int_t) late_ms,
 							   "limitMs", (json_int_t) behind_limit_ms(w), "held", w->n_held,

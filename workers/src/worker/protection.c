@@ -176,9 +176,8 @@ attempt(protection *p, bool enable, int64_t now)
 	p->failures++;
 	p->next_attempt_ms = after + pf_backoff_ms(p->failures - 1, PROTECTION_BACKOFF_BASE_MS,
 											   PROTECTION_BACKOFF_CAP_MS);
-	if (p->failures == 1 || after - p->last_failure_log_ms >= PROTECTION_LOG_EVERY_MS)
+	if (pf_log_throttled(p->failures == 1, &p->last_failure_log_ms, after, PROTECTION_LOG_EVERY_MS))
 	{
-		p->last_failure_log_ms = after;
 		pf_log_write(PF_LOG_WARN, NULL,
 					 json_pack("{s:b,s:i,s:s}", "protectionEnabled", enable, "failedAttempts", p->failures,
 							   "reason", why),

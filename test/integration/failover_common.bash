@@ -70,10 +70,7 @@ PAYFLOW_LEGACY_ODBC=$(in_cluster "$L_PORT" "$L_DIR" test/fixtures/legacy/setup.s
 # before the base backup, so B has them: the API's key, retries in a second
 key=$(a -c "SELECT payflow.create_api_key('fo-tenant', 'failover')")
 a -c "UPDATE payflow.step_definitions SET retry_base_delay = '1 second', retry_max_delay = '2 seconds'" >/dev/null
-mkdir -p "$B_DIR/sock"
-chown -R postgres:postgres "$B_DIR"
-pf_as_postgres "$PF_PGBIN/pg_basebackup" -h "$A_DIR/sock" -p "$A_PORT" -U postgres -D "$B_DIR/data" -R -X stream -c fast
-pg_ctl_at "$B_DIR" -l "$B_DIR/postgres.log" -w -t 60 -o "-p $B_PORT -k $B_DIR/sock -c listen_addresses=127.0.0.1" start >/dev/null
+pf_standby_start "$A_DIR/sock" "$A_PORT" "$B_DIR" "$B_PORT"
 pf_eq "B is A's standby" t "$(b -c 'SELECT pg_is_in_recovery()')"
 
 # --- the whole pipeline, every program with the host list

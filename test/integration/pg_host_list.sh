@@ -29,11 +29,7 @@ relay_test_cleanup() {
 }
 
 # --- a streaming standby of the running cluster
-mkdir -p "$standby_dir/sock"
-chown -R postgres:postgres "$standby_dir"
-pf_as_postgres "$PF_PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres -D "$standby_dir/data" -R -X stream -c fast
-pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$standby_dir/data" -l "$standby_dir/postgres.log" -w -t 60 \
-	-o "-p $standby_port -k $standby_dir/sock -c listen_addresses=127.0.0.1" start >/dev/null
+pf_standby_start "$PGHOST" "$PGPORT" "$standby_dir" "$standby_port"
 standby() { pf_as_postgres "$PF_PGBIN/psql" -X -h 127.0.0.1 -p "$standby_port" -U postgres -d "$PGDATABASE" -Atqc "$1"; }
 pf_eq "the second host is a standby in recovery" t "$(standby 'SELECT pg_is_in_recovery()')"
 

@@ -7,6 +7,10 @@
 #   pf_cluster_start   initdb (once) and start, payflow + pg_cron preloaded
 #   pf_cluster_stop    stop (fast) and keep the data directory
 #   pf_cluster_destroy stop and remove everything
+#   pf_standby_start SOCKDIR PORT DIR STANDBY_PORT
+#                      a streaming standby (pg_basebackup -R, hot standby) of
+#                      the cluster at SOCKDIR:PORT, in DIR (its data, socket
+#                      and log), listening on 127.0.0.1:STANDBY_PORT
 #   pf_psql [args]     psql as postgres into $PF_DB
 #
 # PF_FLAVOUR=sql makes the cluster a managed server's stand-in for the
@@ -165,4 +169,13 @@ pf_cluster_destroy() {
 
 pf_psql() {
 	"$PF_PGBIN/psql" -X -v ON_ERROR_STOP=1 "$@"
+}
+
+pf_standby_start() {
+	local sockdir=$1 port=$2 dir=$3 standby_port=$4
+	mkdir -p "$dir/sock"
+	chown -R postgres:postgres "$dir"
+	pf_as_postgres "$PF_PGBIN/pg_basebackup" -h "$sockdir" -p "$port" -U postgres -D "$dir/data" -R -X stream -c fast
+	pf_as_postgres "$PF_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+		-o "-p $standby_port -k $dir/sock -c listen_addresses=127.0.0.1" start >/dev/null
 }

@@ -63,8 +63,14 @@ UPDATE payflow.operations SET terminal_at = now() - interval '8 days' WHERE paym
 SELECT p ->> 'operations' AS operations, p ->> 'more' AS more FROM payflow.purge(3) p;
 SELECT p ->> 'operations' AS operations, p ->> 'more' AS more FROM payflow.purge(3) p;
 -- published log and consumed ids
-INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, published_at)
-VALUES (gen_random_uuid(), 'x', 'E', 'd', now() - interval '2 hours'), (gen_random_uuid(), 'x', 'E', 'd', now());
+WITH logged AS (
+	INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, body)
+	SELECT nextval('payflow.outbox_seq_seq'), gen_random_uuid(), 'x', 'E', 'd', 'g', '{}' FROM generate_series(1, 2)
+	RETURNING seq
+)
+INSERT INTO payflow.outbox_batches (published_at, first_seq, last_seq, seqs, message_ids)
+SELECT CASE WHEN seq = min(seq) OVER () THEN now() - interval '2 hours' ELSE now() END, seq, seq, ARRAY[seq], '{NULL}'
+  FROM logged;
 INSERT INTO payflow.consumed_events (consumer, event_id, consumed_at)
 VALUES ('c', gen_random_uuid(), now() - interval '15 days'), ('c', gen_random_uuid(), now());
 SELECT p ->> 'publishedEvents' AS published, p ->> 'consumedEvents' AS consumed FROM payflow.purge() p;

@@ -1,6 +1,6 @@
 -- outbox_claim / outbox_ack / outbox_nack: SKIP LOCKED batches, claim
 -- leases, nack backoff, and per-group order.
-TRUNCATE payflow.outbox, payflow.outbox_published;
+TRUNCATE payflow.outbox, payflow.outbox_events, payflow.outbox_batches;
 SELECT count(payflow.submit('ob-' || n, jsonb_build_object('n', n))) AS submitted FROM generate_series(1, 5) n;
 
 -- a batch: at most max_events, oldest first, each with its dedup id

@@ -67,8 +67,6 @@ CREATE TABLE payflow.step_attempts (
 -- changes, so status updates stay HOT; each costs one entry per submit.
 CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id);
 CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id);
--- An operation's published events and their SQS message ids.
-CREATE INDEX outbox_published_operation_idx ON payflow.outbox_published (operation_id);
 
 ---------------------------------------------------------------------------
 -- Internal helpers
@@ -384,81 +382,6 @@ BEGIN
 		'next', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows -> (v_limit - 1) ->> 'operationId'
 					 WHEN v_scanned = c_window THEN v_last END,
 		'scanned', v_scanned);
-END
-$$;
-
--- One operation for the operator: its fields (no details, no result), its
--- transitions, every step with its attempts (times, worker, error), the
--- payloads' references (never their contents) and the events published
--- for it with their SQS message ids, or waiting in the outbox.  PF003 for
--- an unknown id, 22023 (parameter "id") for a malformed one.
-CREATE FUNCTION payflow.admin_operation(admin_key text, operation_id text) RETURNS jsonb
-	LANGUAGE plpgsql STABLE SECURITY DEFINER
-	SET search_path = pg_catalog, payflow, pg_temp
-	AS $$
-DECLARE
-	k payflow.api_keys := payflow._admin_key(admin_key);
-	o payflow.operations;
-BEGIN
-	IF operation_id IS NULL OR operation_id !~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' THEN
-		PERFORM payflow._admin_bad('id', 'not an operation id ("pay_" and 26 characters of Crockford base32)');
-	END IF;
-	SELECT * INTO o FROM payflow.operations x WHERE x.id = admin_operation.operation_id;
-	IF NOT FOUND THEN
-		PERFORM payflow._unknown_operation(operation_id);
-	END IF;
-	RETURN payflow._admin_operation_row(o) || jsonb_build_object(
-		'idempotencyKey', o.idempotency_key,
-		'request', o.request_ref,
-		'actions', jsonb_build_object('replay', o.status = 'FAILED', 'cancel', o.status = 'PENDING'),
-		'transitions', (
-			SELECT coalesce(jsonb_agg(jsonb_build_object(
-					   'id', h.id, 'at', payflow._iso(h.at), 'from', h.from_status, 'to', h.to_status,
-					   'reason', h.reason, 'actor', h.actor) ORDER BY h.id), '[]')
-			  FROM payflow.operation_history h WHERE h.operation_id = o.id),
-		'steps', (
-			SELECT coalesce(jsonb_agg(jsonb_build_object(
-					   'step', s.step_name, 'status', s.status, 'attempt', s.attempt,
-					   'worker', s.lease_owner, 'claimedAt', payflow._iso(s.claimed_at),
-					   'leaseExpiresAt', payflow._iso(s.lease_expires_at),
-					   'nextAttemptAt', payflow._iso(s.next_attempt_at), 'lastError', s.last_error,
-					   'input', s.input_ref, 'resultRef', s.result_ref,
-					   'createdAt', payflow._iso(s.created_at), 'finishedAt', payflow._iso(s.finished_at))
-					   ORDER BY d.position), '[]')
-			  FROM payflow.steps s
-			  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = s.step_name
-			 WHERE s.operation_id = o.id),
-		-- the attempts that ended without success, then each step's
-		-- successful one, which is its steps row
-		'attempts', (
-			SELECT coalesce(jsonb_agg(jsonb_build_object(
-					   'step', a.step_name, 'attempt', a.attempt, 'worker', a.worker,
-					   'startedAt', payflow._iso(a.started_at), 'finishedAt', payflow._iso(a.finished_at),
-					   'outcome', a.outcome, 'error', a.error) ORDER BY a.finished_at, d.position, a.n), '[]')
-			  FROM (SELECT x.step_name, x.attempt, x.worker, x.started_at, x.finished_at, x.outcome, x.error, x.id AS n
-					  FROM payflow.step_attempts x WHERE x.operation_id = o.id
-					UNION ALL
-					SELECT s.step_name, s.attempt, s.lease_owner, s.claimed_at, s.finished_at, s.status, NULL, NULL
-					  FROM payflow.steps s WHERE s.operation_id = o.id AND s.status = 'SUCCEEDED') a
-			  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = a.step_name),
-		'payloads', (
-			SELECT coalesce(jsonb_agg(jsonb_build_object(
-					   'store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size,
-					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
-			  FROM payflow.payloads p
-			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)),
-		'events', (
-			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
-			  FROM (SELECT p.published_at AS at, jsonb_build_object(
-							   'eventId', p.event_id, 'eventType', p.event_type, 'destination', p.destination,
-							   'messageId', p.message_id, 'publishedAt', payflow._iso(p.published_at)) AS doc
-					  FROM payflow.outbox_published p WHERE p.operation_id = o.id
-					UNION ALL
-					SELECT x.created_at, jsonb_build_object(
-							   'eventId', x.event_id, 'eventType', x.event_type, 'destination', x.destination,
-							   'messageId', NULL, 'publishedAt', NULL, 'pendingSince', payflow._iso(x.created_at),
-							   'attempts', x.attempts)
-					  FROM payflow.outbox x WHERE x.operation_id = o.id) e));
 END
 $$;
 

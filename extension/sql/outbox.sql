@@ -2,12 +2,15 @@
 --
 -- Events are built (_event_body, attributes, message groups) and written
 -- by one writer (_outbox_write_all) in the transaction that changes the
--- operation; relays claim, ack and nack them (outbox_claim, outbox_ack,
--- outbox_nack), with acks accepted only from the relay holding the claim.
+-- operation, to the log (outbox_events) and the relays' work list (outbox,
+-- unlogged: see tables.sql); relays claim, ack and nack them (outbox_claim,
+-- outbox_ack, outbox_nack), with acks accepted only from the relay holding
+-- the claim.  (CREATE OR REPLACE: the update to 0.5.0 takes this file
+-- whole.)
 
 -- The message body of an event (DESIGN §2): envelope fields, then the
 -- event's own fields (extra).  SQL functions without SET are inlined.
-CREATE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id text, p_payment_id text,
+CREATE OR REPLACE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id text, p_payment_id text,
 									p_correlation_id text, p_event_type text, p_attempt integer,
 									p_extra jsonb)
 	RETURNS jsonb
@@ -27,7 +30,7 @@ $$;
 -- STABLE, as jsonb_build_object is: a SQL function declared IMMUTABLE over
 -- a STABLE body is never inlined, and each call then starts an executor of
 -- its own (13 us a call, four calls an operation, in the step-engine bench).
-CREATE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
+CREATE OR REPLACE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
 	RETURNS jsonb
 	LANGUAGE sql STABLE
 	AS $$
@@ -41,7 +44,7 @@ $$;
 -- digits and ASCII punctuation), else "sha256:" and its hash, which keeps
 -- one group per payment.  STABLE, as convert_to is (see _event_attributes:
 -- declared IMMUTABLE it was never inlined, 31 us a call).
-CREATE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
+CREATE OR REPLACE FUNCTION payflow._message_group_id(payment_id text) RETURNS text
 	LANGUAGE sql STABLE PARALLEL SAFE
 	AS $$
 	SELECT CASE WHEN length(payment_id) <= 128 AND payment_id ~ '^[!-~]+$' THEN payment_id
@@ -58,7 +61,7 @@ $$;
 -- replay sends the recorded event again), which is how the webhook worker
 -- knows payflow published it.  The relays are woken at commit.  Returns
 -- how many events were written.
-CREATE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
+CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
 										  p_event_types text[], p_destinations text[], p_bodies jsonb[])
 	RETURNS integer
 	LANGUAGE plpgsql
@@ -70,11 +73,21 @@ BEGIN
 	-- transaction's first write would otherwise draw the seq and only then
 	-- take its xid).  Every caller has written before, so this is a lookup.
 	PERFORM pg_catalog.pg_current_xact_id();
-	INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
-	SELECT e.event_id, e.operation_id, e.event_type, e.destination, payflow._message_group_id(e.group_key), e.body
-	  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies) WITH ORDINALITY
-		   AS e(event_id, operation_id, group_key, event_type, destination, body, n)
-	 ORDER BY e.n;
+	-- The log and the work list, one seq each event, drawn in the order
+	-- of the arrays (per-payment order).
+	WITH logged AS (
+		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, body)
+		SELECT nextval('payflow.outbox_seq_seq'), e.*
+		  FROM (SELECT e.event_id, e.operation_id, e.event_type, e.destination,
+					   payflow._message_group_id(e.group_key), e.body
+				  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies)
+					   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, n)
+				 ORDER BY e.n) e
+		RETURNING *
+	)
+	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
+	SELECT l.event_id, l.seq, l.operation_id, l.event_type, l.destination, l.message_group_id, l.body, l.created_at
+	  FROM logged l;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	IF 'operation-events' = ANY (p_destinations) THEN
 		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
@@ -91,7 +104,7 @@ END
 $$;
 
 -- One event through the writer; returns its id.
-CREATE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
+CREATE OR REPLACE FUNCTION payflow._outbox_write(p_event_id uuid, p_operation_id text, p_group_key text,
 									  p_event_type text, p_destination text, p_body jsonb)
 	RETURNS uuid
 	LANGUAGE plpgsql
@@ -104,7 +117,7 @@ END
 $$;
 
 -- Builds a new event and writes it (_outbox_write); returns its id.
-CREATE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
+CREATE OR REPLACE FUNCTION payflow._emit(p_operation_id text, p_payment_id text, p_correlation_id text,
 							  p_event_type text, p_destination text, p_attempt integer,
 							  p_extra jsonb)
 	RETURNS uuid
@@ -121,7 +134,7 @@ $$;
 
 -- Emits the event that asks a worker to run a step (first run, retry,
 -- re-drive or replay).
-CREATE FUNCTION payflow._emit_step_request(o payflow.operations, s payflow.steps)
+CREATE OR REPLACE FUNCTION payflow._emit_step_request(o payflow.operations, s payflow.steps)
 	RETURNS uuid
 	LANGUAGE plpgsql
 	AS $$
@@ -133,10 +146,51 @@ BEGIN
 END
 $$;
 
+-- Builds the outbox (unlogged) again from its log after a crash or a
+-- standby's promotion emptied it, and with it _outbox_cursor, whose
+-- missing row is the sign.  The events to send are those from
+-- outbox_position.done_below on that no outbox_batches row published and
+-- no dead letter took (source 'event', its error's eventId).  Claims
+-- acked since the last write of done_below are in the batches; claims not
+-- acked are sent again (at-least-once).  One session rebuilds; the others
+-- wait for it and find the row.  Returns the seq to claim from.
+CREATE OR REPLACE FUNCTION payflow._outbox_rebuild() RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	v_from bigint;
+	v_n bigint;
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock(hashtext('payflow._outbox_rebuild'));
+	SELECT c.low_seq INTO v_from FROM payflow._outbox_cursor c;
+	IF FOUND THEN
+		RETURN v_from;
+	END IF;
+	SELECT p.done_below INTO v_from FROM payflow.outbox_position p;
+	v_from := coalesce(v_from, 0);
+	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
+	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id, e.body, e.created_at
+	  FROM payflow.outbox_events e
+	 WHERE e.seq >= v_from
+	   AND e.seq NOT IN (SELECT unnest(b.seqs) FROM payflow.outbox_batches b WHERE b.last_seq >= v_from)
+	   AND e.event_id NOT IN (SELECT (d.error ->> 'eventId')::uuid FROM payflow.dead_letters d
+							   WHERE d.source = 'event' AND d.error ? 'eventId')
+	 ORDER BY e.seq
+	ON CONFLICT (event_id) DO NOTHING;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	INSERT INTO payflow._outbox_cursor (low_seq) VALUES (v_from) ON CONFLICT DO NOTHING;
+	IF v_n > 0 THEN
+		RAISE LOG 'payflow: outbox rebuilt from its log after a restart: % events to send from seq %', v_n, v_from;
+		PERFORM payflow._outbox_written();
+	END IF;
+	RETURN v_from;
+END
+$$;
+
 -- Moves payflow._outbox_cursor (see tables.sql for why it is safe) and
 -- returns the low_seq to claim from.  One session at a time: another one
 -- that finds the row locked claims from the low_seq it read.
-CREATE FUNCTION payflow._outbox_cursor_move() RETURNS bigint
+CREATE OR REPLACE FUNCTION payflow._outbox_cursor_move() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 DECLARE
@@ -147,13 +201,13 @@ BEGIN
 	SELECT c.low_seq, c.pending_end, c.reset_at, c.moved_by, c.xmin AS written_by INTO k
 	  FROM payflow._outbox_cursor c FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
-		-- Another session is moving it, or a crash emptied the table.  (Not
-		-- INSERT ... ON CONFLICT first: it would wait for the other session.)
+		-- Another session is moving it, or a crash emptied the table (and
+		-- the outbox with it).
 		SELECT c.low_seq INTO v_low FROM payflow._outbox_cursor c;
 		IF NOT FOUND THEN
-			INSERT INTO payflow._outbox_cursor DEFAULT VALUES ON CONFLICT DO NOTHING;
+			RETURN payflow._outbox_rebuild();
 		END IF;
-		RETURN coalesce(v_low, 0);
+		RETURN v_low;
 	END IF;
 	v_low := k.low_seq;
 	-- the sequence's next value, before the snapshots of the statements below
@@ -196,6 +250,15 @@ BEGIN
 	EXCEPTION WHEN OTHERS THEN
 		RAISE;
 	END;
+	-- The durable copy, at most once a second: one small WAL record, where
+	-- a rebuild and purge start from.  Every row below low_seq has left the
+	-- outbox, acked (an outbox_batches row) or dead-lettered.
+	UPDATE payflow.outbox_position p
+	   SET done_below = v_low, moved_at = clock_timestamp()
+	 WHERE p.done_below < v_low AND p.moved_at < clock_timestamp() - interval '1 second';
+	IF NOT FOUND AND NOT EXISTS (SELECT FROM payflow.outbox_position) THEN
+		INSERT INTO payflow.outbox_position (done_below) VALUES (v_low) ON CONFLICT DO NOTHING;
+	END IF;
 	RETURN v_low;
 END
 $$;
@@ -222,7 +285,7 @@ $$;
 --    other index plus a sort can stand in for the ordered scan.
 -- The scan starts where the live rows begin (payflow._outbox_cursor), not
 -- at the acked rows VACUUM has not removed yet.
-CREATE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
+CREATE OR REPLACE FUNCTION payflow.outbox_claim(max_events integer, relay_id text, lease_seconds integer DEFAULT 30)
 	RETURNS TABLE (event_id uuid, destination text, message_group_id text, dedup_id text,
 				   body text, attributes jsonb)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -277,11 +340,12 @@ BEGIN
 END
 $$;
 
--- Acknowledges published events: removes them from the outbox and logs
--- their message ids.  Only the relay holding an event's claim may: another
--- login could otherwise ack events that were never sent.  Returns how many
--- were acked (an event another relay claimed since is left to that one).
-CREATE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL, relay_id text DEFAULT NULL)
+-- Acknowledges published events: removes them from the outbox and records
+-- them, with their SQS message ids, as one outbox_batches row.  Only the
+-- relay holding an event's claim may: another login could otherwise ack
+-- events that were never sent.  Returns how many were acked (an event
+-- another relay claimed since is left to that one).
+CREATE OR REPLACE FUNCTION payflow.outbox_ack(event_ids uuid[], message_ids text[] DEFAULT NULL, relay_id text DEFAULT NULL)
 	RETURNS integer
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -312,24 +376,25 @@ BEGIN
 	WITH acked AS (
 		DELETE FROM payflow.outbox o
 		 WHERE o.event_id = ANY (event_ids) AND o.claimed_by = outbox_ack.relay_id
-		RETURNING o.event_id, o.operation_id, o.event_type, o.destination
+		RETURNING o.event_id, o.seq
 	), ids AS (
 		SELECT DISTINCT ON (m.event_id) m.event_id, m.message_id
 		  FROM unnest(event_ids, coalesce(message_ids, '{}'::text[])) AS m(event_id, message_id)
 		 ORDER BY m.event_id
 	)
-	INSERT INTO payflow.outbox_published (event_id, operation_id, event_type, destination, message_id)
-	SELECT a.event_id, a.operation_id, a.event_type, a.destination, i.message_id
-	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id;
-	GET DIAGNOSTICS v_count = ROW_COUNT;
-	RETURN v_count;
+	INSERT INTO payflow.outbox_batches (first_seq, last_seq, seqs, message_ids)
+	SELECT min(a.seq), max(a.seq), array_agg(a.seq ORDER BY a.seq), array_agg(i.message_id ORDER BY a.seq)
+	  FROM acked a LEFT JOIN ids i ON i.event_id = a.event_id
+	HAVING count(*) > 0
+	RETURNING cardinality(seqs) INTO v_count;
+	RETURN coalesce(v_count, 0);
 END
 $$;
 
 -- Returns an event that failed to publish to the outbox, available again
 -- after a backoff (1 s doubling to 5 min).  Events are never dropped: a
 -- destination that keeps failing shows in metrics() as outbox age.
-CREATE FUNCTION payflow.outbox_nack(event_id uuid, error text, relay_id text DEFAULT NULL) RETURNS boolean
+CREATE OR REPLACE FUNCTION payflow.outbox_nack(event_id uuid, error text, relay_id text DEFAULT NULL) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -351,7 +416,7 @@ $$;
 -- PF008 unless payflow published this event of this operation to
 -- operation-events with this body (compared as JSON, so formatting does
 -- not matter).
-CREATE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
+CREATE OR REPLACE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
 	LANGUAGE plpgsql STABLE
 	AS $$
 DECLARE

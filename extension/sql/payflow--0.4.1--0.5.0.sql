@@ -11,6 +11,10 @@
 -- for, after a failover or an incident (reconcile.sql).  authenticate()
 -- reads tenant keys only: "payflow-admin:<admin secret>" matched an admin
 -- key's hash and bound the empty tenant (authenticate.sql).
+-- Storage v2, phase 1: the outbox becomes a log written once
+-- (outbox_events) and an unlogged work list (outbox); the published log is
+-- a row per ack (outbox_batches) behind the view outbox_published (see
+-- tables.sql and the migration below).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -77,3 +81,60 @@ BEGIN
 		NULL, v_content);
 END
 $$;
+
+-- Storage v2, phase 1: the outbox's log and work list (tables.sql).  The
+-- events waiting now move into the log with their seqs; the work list
+-- keeps them, claims included, and becomes unlogged.
+DO $outbox_v2$
+DECLARE
+	v_next bigint;
+BEGIN
+	SELECT CASE WHEN s.is_called THEN s.last_value + 1 ELSE s.last_value END INTO v_next
+	  FROM payflow.outbox_seq_seq s;
+	-- out of the extension first, which also takes it out of pg_dump's
+	-- list (pg_extension.extconfig): a plain drop left its oid there
+	ALTER EXTENSION payflow DROP SEQUENCE payflow.outbox_seq_seq;
+	ALTER TABLE payflow.outbox ALTER COLUMN seq DROP IDENTITY;
+	CREATE SEQUENCE payflow.outbox_seq_seq;
+	PERFORM setval('payflow.outbox_seq_seq', v_next, false);
+END
+$outbox_v2$;
+ALTER TABLE payflow.outbox ALTER COLUMN seq SET DEFAULT nextval('payflow.outbox_seq_seq'),
+	ADD CHECK (seq > 0);
+
+ALTER TABLE payflow.outbox_published RENAME TO outbox_published_0_4;
+--@@ include outbox_log.sql @@
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at, body)
+SELECT o.seq, o.event_id, o.operation_id, o.event_type, o.destination, o.message_group_id, o.created_at, o.body
+  FROM payflow.outbox o;
+ALTER TABLE payflow.outbox SET UNLOGGED;
+
+INSERT INTO payflow.outbox_position (done_below)
+SELECT coalesce(min(o.seq), (SELECT s.last_value FROM payflow.outbox_seq_seq s)) FROM payflow.outbox o;
+
+-- 0.4's published rows stay until their retention ends, each as an event
+-- of the log (new seqs, above every waiting event; the body was not kept
+-- then: '{}') and a batch of one.
+WITH old AS (
+	SELECT nextval('payflow.outbox_seq_seq') AS seq, p.*
+	  FROM (SELECT * FROM payflow.outbox_published_0_4 ORDER BY published_at) p
+), logged AS (
+	INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,
+									   created_at, body)
+	SELECT o.seq, o.event_id, o.operation_id, o.event_type, o.destination, '', o.published_at, '{}'
+	  FROM old o
+)
+INSERT INTO payflow.outbox_batches (published_at, first_seq, last_seq, seqs, message_ids)
+SELECT o.published_at, o.seq, o.seq, ARRAY[o.seq], ARRAY[o.message_id] FROM old o;
+ALTER EXTENSION payflow DROP TABLE payflow.outbox_published_0_4;	-- (as the sequence above)
+DROP TABLE payflow.outbox_published_0_4;
+REVOKE ALL ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_batches, payflow.outbox_published
+	FROM PUBLIC;
+GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_batches, payflow.outbox_published
+	TO payflow_admin;
+
+--@@ include outbox.sql @@
+--@@ include purge.sql @@
+--@@ include admin_operation.sql @@
+--@@ include backup.sql @@
+REVOKE ALL ON FUNCTION payflow._outbox_rebuild() FROM PUBLIC;

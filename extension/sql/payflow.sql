@@ -15,10 +15,11 @@
 -- tables.sql, common.sql (internal helpers), payloads.sql, outbox.sql,
 -- operations.sql (the application's API), tenants.sql, steps.sql (what
 -- workers call), hooks.sql, consumers.sql, webhooks.sql, scheduler.sql
--- (replay, run_scheduler, purge), metrics.sql, pipeline.sql (the pipeline
--- as data) and admin.sql (the console's API); comments.sql says in one
--- line what each public function does (\df+).  The order matters where a
--- SQL-language function reads another (its body is checked at creation).
+-- (replay, run_scheduler), purge.sql, metrics.sql, pipeline.sql (the
+-- pipeline as data), admin_operation.sql and admin.sql (the console's
+-- API); comments.sql says in one line what each public function does
+-- (\df+).  The order matters where a SQL-language function reads another
+-- (its body is checked at creation).
 --
 -- Tables hold the state, functions the rules.  Every public function is
 -- SECURITY DEFINER with a pinned search_path: the roles payflow_app,
@@ -78,6 +79,7 @@ $roles$;
 --@@ flavour helpers @@
 
 --@@ include tables.sql @@
+--@@ include outbox_log.sql @@
 
 ---------------------------------------------------------------------------
 -- The transition check, derived from the pipeline definition (C, or its
@@ -113,6 +115,7 @@ $roles$;
 --@@ include webhooks.sql @@
 
 --@@ include scheduler.sql @@
+--@@ include purge.sql @@
 
 --@@ include metrics.sql @@
 
@@ -225,6 +228,7 @@ CREATE POLICY history_for_admin ON payflow.operation_history FOR SELECT TO payfl
 
 --@@ include pipeline.sql @@
 
+--@@ include admin_operation.sql @@
 --@@ include admin.sql @@
 
 --@@ include comments.sql @@

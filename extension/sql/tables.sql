@@ -205,18 +205,35 @@ CREATE TABLE payflow.scheduler_sweep (
 );
 INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
 
--- The transactional outbox.  Rows live from the state change that wrote
--- them to the relay's ack, which deletes them: the table stays as small as
--- the backlog.  Claims and nacks touch only unindexed columns (HOT), but a
--- claim updates every row of a page in one transaction, so nothing can be
--- pruned meanwhile: a HOT update needs room for a second version of each
--- row (~750 bytes).  At fillfactor 70 half the claims did not fit, went to
--- another page and wrote the whole row and three index entries to the WAL
--- again; at 30 they stay HOT (0.4.0's bench: 2 KB less WAL per operation).
--- The table holds only the backlog, so the room costs little.
-CREATE TABLE payflow.outbox (
+-- The transactional outbox, in two parts (0.5.0, storage v2).
+--
+-- outbox_events (outbox_log.sql) is the log: one row per event, written
+-- once by the
+-- transaction that changes the operation, never updated, deleted only by
+-- purge after payflow.retention_published.  It is the durable record of
+-- what payflow emitted.
+--
+-- outbox is the relays' work list: the events not yet published, with
+-- their claims, backoff and errors, which change at every claim, nack and
+-- ack.  It is UNLOGGED: none of those changes reaches the WAL (0.4 logged
+-- each event's insert, claim, delete and published row: 5.4 of the 15.2 KB
+-- of WAL an operation wrote).  A crash, or a standby's promotion, empties
+-- it; the first claim after that builds it again from the log
+-- (_outbox_rebuild): every event from outbox_position.done_below on that no
+-- outbox_batches row published and no dead letter took.  What a relay had
+-- claimed but not acked then goes out again, which the relays' at-least-once
+-- contract already allows; a nack's backoff starts over.  An unlogged table
+-- cannot be read on a hot standby: read the outbox on the primary.
+CREATE SEQUENCE payflow.outbox_seq_seq;
+
+-- The work list.  Claims and nacks touch only unindexed columns (HOT), and
+-- a claim updates every row of a page in one transaction, so a page needs
+-- room for a second version of each row: fillfactor 30.  seq has no
+-- identity of its own: an unlogged table's identity sequence is unlogged
+-- too, and would start over after a crash while the log's seqs go on.
+CREATE UNLOGGED TABLE payflow.outbox (
 	event_id uuid PRIMARY KEY,
-	seq bigint GENERATED ALWAYS AS IDENTITY,
+	seq bigint NOT NULL DEFAULT nextval('payflow.outbox_seq_seq') CHECK (seq > 0),
 	operation_id text COLLATE "C" NOT NULL,
 	event_type text NOT NULL,
 	destination text NOT NULL,
@@ -266,10 +283,10 @@ CREATE INDEX outbox_group_idx ON payflow.outbox (message_group_id, seq);
 -- held the row's versions pile up too, and each claim reads them.
 -- Claimed, nacked and waiting rows are alive, so they are never behind
 -- low_seq.  A sequence set back, or values cached by a session (the
--- identity has CACHE 1; someone could change it), would break that: low_seq
+-- sequence has CACHE 1; someone could change it), would break that: low_seq
 -- goes back to 0 when it is past the sequence, and every minute anyway.
--- Unlogged: nothing to replay; a crash empties it and the claims start from
--- 0 until the next move writes the row again.
+-- Unlogged, as the outbox is: a crash empties both, and a missing row is
+-- what tells the next move to rebuild the outbox (_outbox_rebuild).
 CREATE UNLOGGED TABLE payflow._outbox_cursor (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	low_seq bigint NOT NULL DEFAULT 0,
@@ -279,18 +296,6 @@ CREATE UNLOGGED TABLE payflow._outbox_cursor (
 	reset_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 INSERT INTO payflow._outbox_cursor DEFAULT VALUES;
-
--- Log of acked events and their SQS message ids, for investigation;
--- append-only, pruned by purge after payflow.retention_published.
-CREATE TABLE payflow.outbox_published (
-	event_id uuid NOT NULL,
-	operation_id text NOT NULL,
-	event_type text NOT NULL,
-	destination text NOT NULL,
-	message_id text,
-	published_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX outbox_published_at_idx ON payflow.outbox_published USING brin (published_at);
 
 -- The "pg" claim-check store.
 CREATE TABLE payflow.payloads (

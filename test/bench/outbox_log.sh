@@ -63,7 +63,7 @@ declare -A WW RW MS
 reset_log() {
 	pf_psql -qc "TRUNCATE bench_log.emissions, bench_log.batches, bench_log.lanes" \
 		-c "INSERT INTO bench_log.lanes SELECT g, 0 FROM generate_series(0, 3) g" \
-		-c "TRUNCATE payflow.outbox, payflow.outbox_published" -c "CHECKPOINT" >/dev/null
+		-c "TRUNCATE payflow.outbox, payflow.outbox_events, payflow.outbox_batches" -c "CHECKPOINT" >/dev/null
 }
 for round in $(seq 1 "$ROUNDS"); do
 	for mode in $(bench_rotate "$round" now log); do

@@ -4,13 +4,13 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(72);
+SELECT plan(75);
 
 -- schema
 SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
-	'outbox', 'outbox_published', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
+	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
@@ -26,6 +26,14 @@ SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=30'] FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'outbox leaves room for HOT updates (a claim updates whole pages)');
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=50'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for a HOT claim of every row of a page');
 SELECT ok((SELECT bool_or(o LIKE 'autovacuum_vacuum_scale_factor=%') FROM pg_class, unnest(reloptions) o WHERE oid = 'payflow.outbox'::regclass), 'outbox has its own autovacuum settings');
+-- storage v2: the outbox's work list writes no WAL; the log it is rebuilt
+-- from after a crash, and the sequence of its seqs, are durable
+SELECT ok((SELECT relpersistence = 'u' FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'the outbox work list is unlogged');
+SELECT ok((SELECT bool_and(relpersistence = 'p') FROM pg_class
+			WHERE oid IN ('payflow.outbox_events'::regclass, 'payflow.outbox_batches'::regclass,
+						  'payflow.outbox_position'::regclass, 'payflow.outbox_seq_seq'::regclass)),
+		  'the outbox log, its batches, its position and its sequence are logged');
+SELECT has_view('payflow', 'outbox_published', 'the published log is a view of the batches');
 -- a heartbeat changes no indexed column, so it can be a HOT update
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
 					   WHERE i.indrelid = 'payflow.steps'::regclass

@@ -1,0 +1,56 @@
+-- payflow: the outbox's log (storage v2, 0.5.0; see the outbox in
+-- tables.sql): the events as written, the durable position of the
+-- relays, the batches SQS accepted and the published log derived from
+-- them.  A file of its own, so that the update script takes the same
+-- definitions.
+
+CREATE TABLE payflow.outbox_events (
+	seq bigint PRIMARY KEY,
+	event_id uuid NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
+	event_type text NOT NULL,
+	destination text NOT NULL,
+	message_group_id text COLLATE "C" NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	body jsonb NOT NULL
+) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
+-- An operation's events, for the console (admin_operation).
+CREATE INDEX outbox_events_operation_idx ON payflow.outbox_events (operation_id);
+
+-- The durable copy of the cursor: every event below done_below was
+-- published or dead-lettered.  Written at most once a second by a cursor
+-- move; a rebuild of the outbox and purge start from it.  One row, made
+-- by the first move (not seeded: pg_dump keeps it, and a restore's CREATE
+-- EXTENSION would collide with a seeded copy).
+CREATE TABLE payflow.outbox_position (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	done_below bigint NOT NULL DEFAULT 0,
+	moved_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- What SQS accepted: one row per ack (a relay acks what one or a few
+-- SendMessageBatch calls accepted), the events' seqs and their SQS message
+-- ids in the same order.  Append-only, pruned by purge after
+-- payflow.retention_published; the view outbox_published shows it an
+-- event a row, as 0.4's table of that name was.
+CREATE TABLE payflow.outbox_batches (
+	published_at timestamptz NOT NULL DEFAULT now(),
+	first_seq bigint NOT NULL,
+	last_seq bigint NOT NULL,
+	seqs bigint[] NOT NULL,
+	message_ids text[] NOT NULL
+) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
+-- Batches are written in about seq and time order: block ranges suffice
+-- for purge (published_at), a rebuild (last_seq) and the console's lookup
+-- of an event's batch (both seqs), at almost no cost per row.
+CREATE INDEX outbox_batches_at_idx ON payflow.outbox_batches USING brin (published_at);
+CREATE INDEX outbox_batches_seq_idx ON payflow.outbox_batches USING brin (first_seq, last_seq);
+
+-- The published events with their SQS message ids, a row each (0.4's
+-- table of that name, now derived from the batches and the log).
+CREATE VIEW payflow.outbox_published AS
+SELECT e.event_id, e.operation_id, e.event_type, e.destination, p.message_id, b.published_at
+  FROM payflow.outbox_batches b
+ CROSS JOIN LATERAL unnest(b.seqs, b.message_ids) AS p(seq, message_id)
+  JOIN payflow.outbox_events e ON e.seq = p.seq;
+

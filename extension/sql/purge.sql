@@ -1,0 +1,129 @@
+-- payflow: purge(), the TTL clean-up (0.5.0: a file of its own, so that
+-- the update script takes the same definition).
+
+-- TTL clean-up in bounded batches (each kind at most max_rows rows per
+-- call; "more" says whether to call again):
+-- payloads of completed/cancelled operations after retention_payloads;
+-- operations (with steps, history, payloads, dead letters) after
+-- retention_completed, or retention_failed for FAILED ones; the published
+-- log; old consumed-event ids; and pg_cron's run details of payflow's jobs,
+-- which pg_cron never prunes itself.
+CREATE OR REPLACE FUNCTION payflow.purge(max_rows integer DEFAULT 10000) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	v_payloads integer;
+	v_operations integer;
+	v_published integer;
+	v_logged integer;
+	v_consumed integer;
+	v_dead integer;
+	v_webhooks integer;
+	v_cron integer := 0;
+BEGIN
+	IF max_rows IS NULL THEN
+		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
+	ELSIF max_rows < 1 THEN
+		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL
+		   AND terminal_at < now() - payflow._seconds('retention_payloads')
+		   AND status IN ('COMPLETED', 'CANCELLED')
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), marked AS (
+		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
+	)
+	DELETE FROM payflow.payloads p USING ops
+	 WHERE p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id);
+	GET DIAGNOSTICS v_payloads = ROW_COUNT;
+
+	WITH ops AS (
+		SELECT id FROM payflow.operations
+		 WHERE terminal_at IS NOT NULL
+		   AND terminal_at < now() - CASE WHEN status = 'FAILED'
+										  THEN payflow._seconds('retention_failed')
+										  ELSE payflow._seconds('retention_completed') END
+		 ORDER BY terminal_at LIMIT max_rows
+		   FOR UPDATE SKIP LOCKED
+	), del_steps AS (
+		DELETE FROM payflow.steps c USING ops WHERE c.operation_id = ops.id
+	), del_history AS (
+		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
+	), del_payloads AS (
+		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
+		DELETE FROM payflow.payloads c USING ops
+		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
+	), del_dead AS (
+		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+	), del_events AS (
+		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
+	)
+	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
+	GET DIAGNOSTICS v_operations = ROW_COUNT;
+
+	-- The published log: whole batches, counted by their events; then the
+	-- events' log rows, once published (below outbox_position.done_below)
+	-- and as old.
+	WITH gone AS (
+		DELETE FROM payflow.outbox_batches
+		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches
+								  WHERE published_at < now() - payflow._seconds('retention_published')
+								  LIMIT max_rows))
+		RETURNING cardinality(seqs) AS n
+	)
+	SELECT coalesce(sum(n), 0) INTO v_published FROM gone;
+	DELETE FROM payflow.outbox_events
+	 WHERE seq = ANY (ARRAY(SELECT e.seq FROM payflow.outbox_events e
+							 WHERE e.seq < (SELECT p.done_below FROM payflow.outbox_position p)
+							   AND e.created_at < now() - payflow._seconds('retention_published')
+							 ORDER BY e.seq LIMIT max_rows));
+	GET DIAGNOSTICS v_logged = ROW_COUNT;
+
+	DELETE FROM payflow.consumed_events
+	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.consumed_events
+							  WHERE consumed_at < now() - payflow._seconds('retention_consumed')
+							  LIMIT max_rows));
+	GET DIAGNOSTICS v_consumed = ROW_COUNT;
+
+	-- Message dead letters have no operation; keep them as long as failures.
+	DELETE FROM payflow.dead_letters
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.dead_letters
+							WHERE created_at < now() - payflow._seconds('retention_failed')
+							ORDER BY created_at LIMIT max_rows));
+	GET DIAGNOSTICS v_dead = ROW_COUNT;
+
+	-- Failed webhook deliveries: kept as long as failed operations, counted
+	-- from their last failure.
+	DELETE FROM payflow.webhook_failures
+	 WHERE id = ANY (ARRAY(SELECT id FROM payflow.webhook_failures
+							WHERE updated_at < now() - payflow._seconds('retention_failed')
+							ORDER BY updated_at LIMIT max_rows));
+	GET DIAGNOSTICS v_webhooks = ROW_COUNT;
+
+	IF to_regclass('cron.job_run_details') IS NOT NULL THEN
+		EXECUTE $sql$
+			DELETE FROM cron.job_run_details
+			 WHERE runid = ANY (ARRAY(
+				SELECT d.runid FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+				 WHERE j.jobname LIKE 'payflow%' AND d.end_time < now() - $1
+				 LIMIT $2))
+		$sql$ USING payflow._seconds('retention_published'), max_rows;
+		GET DIAGNOSTICS v_cron = ROW_COUNT;
+	END IF;
+
+	RETURN jsonb_build_object('payloads', v_payloads,
+							  'operations', v_operations,
+							  'publishedEvents', v_published,
+							  'consumedEvents', v_consumed,
+							  'deadLetters', v_dead,
+							  'webhookFailures', v_webhooks,
+							  'cronRunDetails', v_cron,
+							  'more', greatest(v_payloads, v_operations, v_published, v_logged,
+											   v_consumed, v_dead, v_webhooks, v_cron) >= max_rows);
+END
+$$;

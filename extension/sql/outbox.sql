@@ -39,6 +39,27 @@ CREATE OR REPLACE FUNCTION payflow._event_attributes(p_operation_id text, p_corr
 												'correlationId', p_correlation_id))
 $$;
 
+-- The envelope fields of an event's body that the log keeps as columns
+-- (outbox_events.enveloped).  STABLE, as _iso is.
+CREATE OR REPLACE FUNCTION payflow._event_envelope(p_event_id uuid, p_operation_id text, p_event_type text,
+												   p_created_at timestamptz)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT jsonb_build_object('eventType', p_event_type, 'eventVersion', 1, 'eventId', p_event_id,
+							  'operationId', p_operation_id, 'createdAt', payflow._iso(p_created_at))
+$$;
+
+-- An event's body as it was written (jsonb: the same keys and values give
+-- the same text, whatever the order they were put together in).
+CREATE OR REPLACE FUNCTION payflow._outbox_event_body(e payflow.outbox_events) RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT CASE WHEN e.enveloped
+				THEN payflow._event_envelope(e.event_id, e.operation_id, e.event_type, e.created_at) || e.body
+				ELSE e.body END
+$$;
+
 -- The message group of a payment's events: the payment id itself when SQS
 -- FIFO accepts it as a MessageGroupId (at most 128 characters of letters,
 -- digits and ASCII punctuation), else "sha256:" and its hash, which keeps
@@ -74,20 +95,28 @@ BEGIN
 	-- take its xid).  Every caller has written before, so this is a lookup.
 	PERFORM pg_catalog.pg_current_xact_id();
 	-- The log and the work list, one seq each event, drawn in the order
-	-- of the arrays (per-payment order).
-	WITH logged AS (
-		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, body)
-		SELECT nextval('payflow.outbox_seq_seq'), e.*
+	-- of the arrays (per-payment order).  The log keeps a body without the
+	-- envelope its columns hold; the work list (no WAL) the whole body.
+	WITH ev AS MATERIALIZED (
+		SELECT nextval('payflow.outbox_seq_seq') AS seq, e.*,
+			   e.body @> payflow._event_envelope(e.event_id, e.operation_id, e.event_type, now()) AS enveloped
 		  FROM (SELECT e.event_id, e.operation_id, e.event_type, e.destination,
-					   payflow._message_group_id(e.group_key), e.body
+					   payflow._message_group_id(e.group_key) AS message_group_id, e.body
 				  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies)
 					   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, n)
 				 ORDER BY e.n) e
-		RETURNING *
+	), logged AS (
+		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,
+										   enveloped, body)
+		SELECT ev.seq, ev.event_id, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.enveloped,
+			   CASE WHEN ev.enveloped
+					THEN ev.body - ARRAY['eventType', 'eventVersion', 'eventId', 'operationId', 'createdAt']
+					ELSE ev.body END
+		  FROM ev
 	)
-	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
-	SELECT l.event_id, l.seq, l.operation_id, l.event_type, l.destination, l.message_group_id, l.body, l.created_at
-	  FROM logged l;
+	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body)
+	SELECT ev.event_id, ev.seq, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.body
+	  FROM ev;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	IF 'operation-events' = ANY (p_destinations) THEN
 		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
@@ -169,7 +198,8 @@ BEGIN
 	SELECT p.done_below INTO v_from FROM payflow.outbox_position p;
 	v_from := coalesce(v_from, 0);
 	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
-	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id, e.body, e.created_at
+	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id,
+		   payflow._outbox_event_body(e), e.created_at
 	  FROM payflow.outbox_events e
 	 WHERE e.seq >= v_from
 	   AND e.seq NOT IN (SELECT unnest(b.seqs) FROM payflow.outbox_batches b WHERE b.last_seq >= v_from)

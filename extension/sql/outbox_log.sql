@@ -12,6 +12,11 @@ CREATE TABLE payflow.outbox_events (
 	destination text NOT NULL,
 	message_group_id text COLLATE "C" NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now(),
+	-- enveloped: body lacks the envelope fields the columns above hold
+	-- (eventType, eventVersion, eventId, operationId, createdAt), some 190
+	-- bytes an event; _outbox_event_body puts them back.  False for a body
+	-- whose envelope says something else (a replayed webhook event).
+	enveloped boolean NOT NULL DEFAULT false,
 	body jsonb NOT NULL
 ) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
 -- An operation's events, for the console (admin_operation).

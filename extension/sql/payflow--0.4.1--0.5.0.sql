@@ -137,4 +137,5 @@ GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_b
 --@@ include purge.sql @@
 --@@ include admin_operation.sql @@
 --@@ include backup.sql @@
-REVOKE ALL ON FUNCTION payflow._outbox_rebuild() FROM PUBLIC;
+REVOKE ALL ON FUNCTION payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
+	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;

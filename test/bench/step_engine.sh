@@ -8,8 +8,10 @@
 #   0.3.0 single   payflow 0.3.0 (CREATE EXTENSION ... VERSION '0.3.0'),
 #                  claim_step + payload_get + complete_step per step: the
 #                  baseline, what 0.3 cost
-#   0.4.0 single   the current version, the same single-item calls
-#   0.4.0 batch    claim_steps + complete_steps of 10 (payflow-worker 0.4)
+#   0.4.1 batch    the last release, claim_steps + complete_steps of 10
+#                  (payflow-worker 0.4): what storage v2 is measured against
+#   CUR single     the current version (CUR), the same single-item calls
+#   CUR batch      claim_steps + complete_steps of 10
 #
 # Then the relay's claim after VACUUM of an empty outbox (outbox_vacuum.sql):
 # the time BENCH_STEP_OPS events take to drain in a session whose outbox_claim plan was
@@ -46,7 +48,7 @@ bench_build
 pf_cluster_destroy
 trap 'pf_cluster_destroy' EXIT
 pf_cluster_start
-for db in pf_v030 pf_v040; do
+for db in pf_v030 pf_v041 pf_v040; do
 	pf_psql -d postgres -qc "CREATE DATABASE $db" >/dev/null
 done
 # 0.3.0 as released: its full script built from tag v0.3.0 (test/lib/released.sh)
@@ -55,6 +57,8 @@ released_dir=$(mktemp -d)
 trap 'pf_released_cleanup; rm -rf "$released_dir"; pf_cluster_destroy' EXIT
 pf_released_install 0.3.0 "$released_dir" || { echo "the step engine bench needs 0.3.0's released commit (extension/released-versions)"; exit 1; }
 pf_psql -d pf_v030 -qc "CREATE EXTENSION payflow VERSION '0.3.0'" >/dev/null
+pf_released_install 0.4.1 "$released_dir" || { echo "the step engine bench needs 0.4.1's released commit (extension/released-versions)"; exit 1; }
+pf_psql -d pf_v041 -qc "CREATE EXTENSION payflow VERSION '0.4.1'" >/dev/null
 pf_psql -d pf_v040 -qc "CREATE EXTENSION payflow" >/dev/null
 echo "== step engine: database work per operation ($OPS operations a round, $ROUNDS rounds, payflow $(pf_psql -d pf_v040 -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'") vs 0.3.0)"
 
@@ -72,13 +76,15 @@ run() {	# run ROUND LABEL DB MODE BATCH
 	COMMITS[$2]+="$(awk -v c="$commits" -v n="$OPS" 'BEGIN { printf "%.2f", c / n }') "
 	WAL[$2]+="$(awk -v w="$wal" -v n="$OPS" 'BEGIN { printf "%.0f", w / n }') "
 }
-labels=("0.3.0-single" "0.4.0-single" "0.4.0-batch")
+cur=$(pf_psql -d pf_v040 -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'")
+labels=("0.3.0-single" "0.4.1-batch" "$cur-single" "$cur-batch")
 for round in $(seq 1 "$ROUNDS"); do
 	for label in $(bench_rotate "$round" "${labels[@]}"); do
 		case $label in
 			0.3.0-single) run "$round" "$label" pf_v030 single 1 ;;
-			0.4.0-single) run "$round" "$label" pf_v040 single 1 ;;
-			0.4.0-batch) run "$round" "$label" pf_v040 batch 10 ;;
+			0.4.1-batch) run "$round" "$label" pf_v041 batch 10 ;;
+			"$cur-single") run "$round" "$label" pf_v040 single 1 ;;
+			"$cur-batch") run "$round" "$label" pf_v040 batch 10 ;;
 		esac
 	done
 done

@@ -66,9 +66,11 @@ pf_eq "the durable position is past the published and dead-lettered events" t \
 	"$(q -c "SELECT done_below > (SELECT min(seq) FROM payflow.outbox_events)
 				AND done_below <= (SELECT min(seq) FROM payflow.outbox)
 			   FROM payflow.outbox_position")"
-q -c "SELECT event_id FROM payflow.outbox ORDER BY 1" >"$work/pending-before"
+q -c "SELECT event_id || ' ' || md5(body::text) FROM payflow.outbox ORDER BY 1" >"$work/pending-before"
 max_seq_before=$(q -c "SELECT max(seq) FROM payflow.outbox_events")
 published_before=$(q -c "SELECT count(*) FROM payflow.outbox_published")
+pf_eq "the log keeps the bodies without their envelope" t \
+	"$(q -c "SELECT bool_and(enveloped) AND bool_and(NOT body ? 'eventId') FROM payflow.outbox_events")"
 pf_eq "before the crash: 25 events waiting (24 requests and the failure)" 25 "$(wc -l <"$work/pending-before")"
 
 # The crash: SIGKILL to a backend; the postmaster ends every session and
@@ -90,17 +92,18 @@ q -c "DO \$\$
 	DECLARE
 		v_ids uuid[];
 	BEGIN
-		CREATE TABLE public.claimed (event_id uuid);
+		CREATE TABLE public.claimed (event_id uuid, body text);
 		LOOP
-			SELECT array_agg(c.event_id) INTO v_ids FROM payflow.outbox_claim(7, 'r-after') c;
+			WITH c AS (SELECT c.event_id, c.body FROM payflow.outbox_claim(7, 'r-after') c),
+				 kept AS (INSERT INTO public.claimed SELECT c.event_id, c.body FROM c)
+			SELECT array_agg(c.event_id) INTO v_ids FROM c;
 			EXIT WHEN v_ids IS NULL;
-			INSERT INTO public.claimed SELECT unnest(v_ids);
 			PERFORM payflow.outbox_ack(v_ids, NULL, 'r-after');
 		END LOOP;
 	END
 	\$\$" >/dev/null
-q -c "SELECT event_id FROM public.claimed ORDER BY 1" >"$work/claimed-after"
-pf_ok "the claims after the crash handed out exactly the events that were waiting" \
+q -c "SELECT event_id || ' ' || md5(body) FROM public.claimed ORDER BY 1" >"$work/claimed-after"
+pf_ok "the claims after the crash handed out exactly the events that were waiting, bodies unchanged" \
 	cmp -s "$work/pending-before" "$work/claimed-after"
 pf_eq "... each once" 0 "$(q -c "SELECT count(*) FROM (SELECT event_id FROM public.claimed GROUP BY 1 HAVING count(*) > 1) x")"
 pf_eq "... and none published before it" 0 \

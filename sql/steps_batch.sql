@@ -78,8 +78,8 @@ SELECT c.answer ->> 'status' AS status, c.answer ->> 'eventType' AS event_type
 	jsonb_build_array(jsonb_build_object('operationId', :'op1', 'result', jsonb_build_object('invoiceId', 'inv-1')))) c;
 SELECT o.status, o.result ->> 'invoiceId' AS invoice, o.terminal_at IS NOT NULL AS terminal,
 	   e.body ->> 'status' AS event_status, e.body -> 'result' ->> 'invoiceId' AS event_result,
-	   (SELECT count(*) FROM payflow.operation_events oe WHERE oe.event_id = e.event_id
-		   AND oe.body_sha256 = sha256(convert_to(e.body::text, 'UTF8'))) AS published
+	   (SELECT count(*) FROM payflow.outbox_events l WHERE l.operation_id = o.id
+		   AND l.destination = 'operation-events' AND payflow._outbox_event_body(l) = e.body) AS published
   FROM payflow.operations o JOIN payflow.outbox e ON e.operation_id = o.id AND e.event_type = 'OperationCompleted'
  WHERE o.id = :'op1';
 

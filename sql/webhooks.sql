@@ -27,6 +27,14 @@ SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op_
 SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, 'not json')$$, :'op_a', :'ev_a'));
 SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, NULL, %L)$$, :'op_a', :'body_a'));
 SELECT payflow.webhook_target(:'op_a', :'ev_a', jsonb_pretty(:'body_a'::jsonb)) ->> 'tenant' AS reformatted_body_ok;
+-- 0.5.0 keeps a terminal event once, in the outbox's log; an event
+-- published before the update is known by its operation_events row.
+SELECT count(*) AS operation_events_written FROM payflow.operation_events WHERE operation_id = :'op_a';
+SELECT gen_random_uuid() AS ev_old \gset
+SELECT jsonb_set(:'body_a'::jsonb, '{eventId}', to_jsonb(:'ev_old'::text))::text AS body_old \gset
+INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
+VALUES (:'ev_old', :'op_a', sha256(convert_to(:'body_old'::jsonb::text, 'UTF8')));
+SELECT payflow.webhook_target(:'op_a', :'ev_old', :'body_old') ->> 'tenant' AS pre_0_5_event_ok;
 
 -- Replacing rotates the secret.
 SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret2 \gset

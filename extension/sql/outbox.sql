@@ -77,10 +77,9 @@ $$;
 -- ten events; a statement per event cost 51 us each in the step-engine
 -- bench).  Event i is p_event_ids[i] of operation p_operation_ids[i] and so
 -- on; its message group is its payment's (p_group_keys: the payment ids).
--- A terminal event (operation-events) is also recorded with its body's
--- sha256 in operation_events, once per event id (the body's eventId: a
--- replay sends the recorded event again), which is how the webhook worker
--- knows payflow published it.  The relays are woken at commit.  Returns
+-- The log's row of a terminal event (operation-events) is how the webhook
+-- worker knows payflow published it (_require_published; 0.4 wrote a row
+-- of operation_events as well).  The relays are woken at commit.  Returns
 -- how many events were written.
 CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
 										  p_event_types text[], p_destinations text[], p_bodies jsonb[])
@@ -118,13 +117,6 @@ BEGIN
 	SELECT ev.event_id, ev.seq, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.body
 	  FROM ev;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
-	IF 'operation-events' = ANY (p_destinations) THEN
-		INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
-		SELECT (e.body ->> 'eventId')::uuid, e.operation_id, sha256(convert_to(e.body::text, 'UTF8'))
-		  FROM unnest(p_operation_ids, p_destinations, p_bodies) AS e(operation_id, destination, body)
-		 WHERE e.destination = 'operation-events'
-		ON CONFLICT (event_id) DO NOTHING;
-	END IF;
 	IF v_n > 0 THEN
 		PERFORM payflow._outbox_written();
 	END IF;
@@ -445,7 +437,10 @@ $$;
 
 -- PF008 unless payflow published this event of this operation to
 -- operation-events with this body (compared as JSON, so formatting does
--- not matter).
+-- not matter): a row of the log (kept as long as its operation, see
+-- purge; the body's eventId, which a webhook replay sends again under a
+-- new event id), or of operation_events for an event published before
+-- 0.5.0.
 CREATE OR REPLACE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
 	LANGUAGE plpgsql STABLE
 	AS $$
@@ -457,10 +452,14 @@ BEGIN
 	EXCEPTION WHEN invalid_text_representation THEN
 		v_body := NULL;
 	END;
-	IF v_body IS NULL OR NOT EXISTS (
-			SELECT FROM payflow.operation_events e
-			 WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id
-			   AND e.body_sha256 = sha256(convert_to(v_body::text, 'UTF8'))) THEN
+	IF v_body IS NULL OR NOT (
+		EXISTS (SELECT FROM payflow.outbox_events e		-- outbox_events_operation_idx
+				 WHERE e.operation_id = p_operation_id AND e.destination = 'operation-events'
+				   AND CASE WHEN e.enveloped THEN e.event_id::text ELSE e.body ->> 'eventId' END = p_event_id::text
+				   AND payflow._outbox_event_body(e) = v_body)
+		OR EXISTS (SELECT FROM payflow.operation_events e
+					WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id
+					  AND e.body_sha256 = sha256(convert_to(v_body::text, 'UTF8')))) THEN
 		RAISE EXCEPTION 'event % of operation % was not published by payflow', p_event_id, p_operation_id
 			USING ERRCODE = 'PF008',
 				  DETAIL = 'No event with this id, operation and body went to operation-events.';

@@ -62,13 +62,20 @@ BEGIN
 		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
 	), del_events AS (
 		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
+	), del_log AS (
+		-- the log's terminal events (operation-events), kept with their
+		-- operation for the webhook check; long published by now
+		DELETE FROM payflow.outbox_events c USING ops
+		 WHERE c.operation_id = ops.id
+		   AND c.seq < (SELECT p.done_below FROM payflow.outbox_position p)
 	)
 	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
 	GET DIAGNOSTICS v_operations = ROW_COUNT;
 
 	-- The published log: whole batches, counted by their events; then the
 	-- events' log rows, once published (below outbox_position.done_below)
-	-- and as old.
+	-- and as old, but for the terminal events (operation-events), which go
+	-- with their operation (above).
 	WITH gone AS (
 		DELETE FROM payflow.outbox_batches
 		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches
@@ -81,6 +88,7 @@ BEGIN
 	 WHERE seq = ANY (ARRAY(SELECT e.seq FROM payflow.outbox_events e
 							 WHERE e.seq < (SELECT p.done_below FROM payflow.outbox_position p)
 							   AND e.created_at < now() - payflow._seconds('retention_published')
+							   AND e.destination <> 'operation-events'
 							 ORDER BY e.seq LIMIT max_rows));
 	GET DIAGNOSTICS v_logged = ROW_COUNT;
 

@@ -379,6 +379,9 @@ CREATE INDEX webhook_failures_updated_idx ON payflow.webhook_failures (updated_a
 -- the body: the webhook worker signs and delivers only those, so that
 -- whoever may send to that queue cannot have payflow sign "payment
 -- completed" for an operation that failed.  Kept as long as its operation.
+-- Not written since 0.5.0: the outbox's log holds each such event once
+-- (_require_published); the rows of events published before stay until
+-- their operations are purged.
 CREATE TABLE payflow.operation_events (
 	event_id uuid PRIMARY KEY,
 	operation_id text COLLATE "C" NOT NULL,

@@ -1,13 +1,15 @@
 #!/bin/bash
 # Storage v2, phase 1 (issue 25; the design in docs/design.md): what the
-# outbox costs the database per event today, beside the emission log the
-# design plans, measured in the same cluster and run (test/bench/
+# outbox costs the database per event, beside the emission log the first
+# plan priced, measured in the same cluster and run (test/bench/
 # outbox_log.sql).  BENCH_OUTBOX_EVENTS events, written BENCH_OUTBOX_BATCH
 # to a transaction and relayed as many at a time:
 #
-#   now   payflow._outbox_write_all (the row with its body and three index
-#         entries), outbox_claim (an update per event), outbox_ack (a
-#         delete per event and a row per event in outbox_published)
+#   now   payflow._outbox_write_all (0.5.0: the log row, without the body's
+#         envelope, with two index entries; the unlogged work list's row),
+#         outbox_claim (an update of the work list: no WAL), outbox_ack (a
+#         delete from it and one outbox_batches row per ack); 0.4 updated,
+#         deleted and logged every event in logged tables
 #   log   a prototype of the plan in a scratch schema: an insert-only row
 #         per event without its body (~110 bytes, one index entry), the
 #         body rendered at read from the operation's write-once fields,

@@ -51,6 +51,25 @@ for from in $released; do
 	fresh_db pf_upgrade_old
 	pf_psql -d pf_upgrade_old -qc "CREATE EXTENSION payflow VERSION '$from'" >/dev/null
 	op=$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.submit('upgrade-1', '{\"amount\": 1}')")
+	# The outbox in the old version's tables: four more events, two
+	# claimed by a relay, one of them acked (published).
+	pf_psql -d pf_upgrade_old -q >/dev/null <<-'SQL'
+		DO $$
+		DECLARE
+			v_ids uuid[];
+		BEGIN
+			PERFORM payflow.submit('upgrade-e' || i, '{"amount": 1}') FROM generate_series(1, 4) i;
+			SELECT array_agg(c.event_id) INTO v_ids FROM payflow.outbox_claim(2, 'relay-up') c;
+			IF to_regprocedure('payflow.outbox_ack(uuid[],text[],text)') IS NOT NULL THEN
+				EXECUTE 'SELECT payflow.outbox_ack($1, $2, $3)' USING v_ids[1:1], ARRAY['msg-up-1'], 'relay-up';
+			ELSE
+				EXECUTE 'SELECT payflow.outbox_ack($1, $2)' USING v_ids[1:1], ARRAY['msg-up-1'];
+			END IF;
+		END
+		$$;
+	SQL
+	pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox ORDER BY 1" >"$work/waiting-before"
+	published_id=$(pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox_published WHERE message_id = 'msg-up-1'")
 	pf_psql -d pf_upgrade_old -qc "ALTER EXTENSION payflow UPDATE" >/dev/null
 	pf_eq "$from: updated to $current" "$current" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'")"
@@ -62,6 +81,19 @@ for from in $released; do
 		head -n 60 "$work/diff.txt"
 		PF_FAILURES=$((PF_FAILURES + 1))
 	fi
+	pf_eq "$from: before the update, one event published and four waiting" "1 4" \
+		"$([ -n "$published_id" ] && echo 1 || echo 0) $(wc -l <"$work/waiting-before")"
+	pf_eq "$from: the event published before the update is in the published log, with its message id" \
+		"$published_id" \
+		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox_published WHERE message_id = 'msg-up-1'")"
+	# the claim made before the update expires (its relay is gone)
+	pf_psql -d pf_upgrade_old -Atq -c "UPDATE payflow.outbox SET claim_expires_at = now() - interval '1 second'" \
+		-c "SELECT c.event_id FROM payflow.outbox_claim(100, 'relay-after') c ORDER BY 1" >"$work/claimed-after"
+	pf_ok "$from: the events waiting before the update are claimed after it, each once" \
+		cmp -s "$work/waiting-before" "$work/claimed-after"
+	pf_eq "$from: ... and they are in the log, with their bodies" "$(wc -l <"$work/waiting-before")" \
+		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT count(*) FROM payflow.outbox o JOIN payflow.outbox_events e USING (seq)
+											  WHERE payflow._outbox_event_body(e) = o.body")"
 	pf_eq "$from: an operation from before the update keeps its status" "PENDING" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.status('$op') ->> 'status'")"
 	pf_eq "$from: ... and is found again by its idempotency key" "$op" \

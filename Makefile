@@ -12,6 +12,7 @@ OBJS = \
 	extension/src/operation_id.o \
 	extension/src/payflow.o \
 	extension/src/scheduler.o \
+	extension/src/seal.o \
 	extension/src/tenant.o \
 	extension/src/token.o \
 	extension/src/transitions.o \
@@ -32,6 +33,8 @@ DATA = extension/payflow.control
 DATA_built = extension/payflow--$(EXTVERSION).sql $(UPDATE_SCRIPTS)
 PG_CPPFLAGS = -I$(srcdir)/extension/include
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror=implicit-function-declaration
+# seal.c: AES-256-GCM from the OpenSSL the server is built with
+SHLIB_LINK += -lcrypto
 
 # pg_regress (sql/, expected/) and isolation specs (test/isolation/)
 REGRESS := $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))

@@ -36,9 +36,32 @@ INSERT INTO payflow.operation_events (event_id, operation_id, body_sha256)
 VALUES (:'ev_old', :'op_a', sha256(convert_to(:'body_old'::jsonb::text, 'UTF8')));
 SELECT payflow.webhook_target(:'op_a', :'ev_old', :'body_old') ->> 'tenant' AS pre_0_5_event_ok;
 
--- Replacing rotates the secret.
+-- Replacing rotates the secret.  The previous one still signs for
+-- payflow.webhook_secret_overlap (24 h by default), so the worker signs
+-- with both meanwhile; an overlap of 0 ends it with the rotation.
 SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret2 \gset
-SELECT :'secret2' <> :'secret1' AS rotated, payflow.webhook_target(:'op_a', :'ev_a', :'body_a') ->> 'url' AS url;
+SELECT :'secret2' <> :'secret1' AS rotated, t ->> 'url' AS url, t ->> 'secret' = :'secret2' AS new_secret,
+	   t ->> 'previousSecret' = :'secret1' AS previous_still_signs
+  FROM payflow.webhook_target(:'op_a', :'ev_a', :'body_a') t;
+SET payflow.webhook_secret_overlap = 0;
+SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret3 \gset
+SELECT t ->> 'secret' = :'secret3' AS new_secret, t ? 'previousSecret' AS previous_signs
+  FROM payflow.webhook_target(:'op_a', :'ev_a', :'body_a') t;
+RESET payflow.webhook_secret_overlap;
+SELECT payflow.set_webhook('hook-a', 'http://127.0.0.1:9/hook?x=1') AS secret2 \gset
+-- At rest the secrets are sealed under a key of their own table: neither
+-- the current nor the previous one is in the row, and the bytes changed
+-- or opened with another key fail (XX001) instead of giving garbage.
+SELECT position(convert_to(:'secret2', 'UTF8') IN w.secret_sealed) = 0
+	   AND position(convert_to(:'secret3', 'UTF8') IN w.previous_secret_sealed) = 0
+	   AND position(convert_to(:'secret2', 'UTF8') IN convert_to(w::text, 'UTF8')) = 0 AS sealed_at_rest
+  FROM payflow.webhooks w WHERE w.tenant = 'hook-a';
+SELECT payflow._unseal(w.secret_sealed, k.key) = :'secret2' AS opens_with_its_key
+  FROM payflow.webhooks w, payflow._webhook_key k WHERE w.tenant = 'hook-a';
+SELECT * FROM pf_try($$SELECT payflow._unseal(w.secret_sealed, sha256('another key'))
+						 FROM payflow.webhooks w WHERE w.tenant = 'hook-a'$$);
+SELECT * FROM pf_try($$SELECT payflow._unseal(set_byte(w.secret_sealed, 20, get_byte(w.secret_sealed, 20) # 1), k.key)
+						 FROM payflow.webhooks w, payflow._webhook_key k WHERE w.tenant = 'hook-a'$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'ftp://example.test/x')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://')$$);
 SELECT * FROM pf_try($$SELECT payflow.set_webhook('hook-a', 'https://exa mple.test/')$$);
@@ -74,7 +97,9 @@ SELECT replayed_at IS NULL AS open_again FROM payflow.webhook_failures WHERE id 
 CREATE ROLE regress_hook_admin IN ROLE payflow_admin;
 SET ROLE regress_hook_admin;
 SELECT tenant, url FROM payflow.webhooks;
-SELECT * FROM pf_try($$SELECT secret FROM payflow.webhooks$$);
+SELECT * FROM pf_try($$SELECT secret_sealed FROM payflow.webhooks$$);
+SELECT * FROM pf_try($$SELECT key FROM payflow._webhook_key$$);
+SELECT * FROM pf_try(format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op_a', :'ev_a', :'body_a'));
 SELECT * FROM pf_try($$SELECT key_hash FROM payflow.api_keys$$);
 RESET ROLE;
 DROP ROLE regress_hook_admin;

@@ -49,6 +49,7 @@ BEGIN
 			('payflow.dead_letters', ''),
 			('payflow.api_keys', ''),
 			('payflow.webhooks', ''),
+			('payflow._webhook_key', ''),
 			('payflow.webhook_failures', ''),
 			('payflow.operation_events', ''),
 			('payflow.admin_actions', ''),

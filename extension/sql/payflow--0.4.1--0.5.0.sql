@@ -15,6 +15,10 @@
 -- (outbox_events) and an unlogged work list (outbox); the published log is
 -- a row per ack (outbox_batches) behind the view outbox_published (see
 -- tables.sql and the migration below).
+-- Webhook secrets are sealed at rest under a key of their own table
+-- (webhooks.sql, _seal: AES-256), a rotation keeps the previous secret
+-- signing for payflow.webhook_secret_overlap, and payflow_admin may no
+-- longer read them through webhook_target.
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -136,6 +140,17 @@ GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_b
 --@@ include outbox.sql @@
 --@@ include purge.sql @@
 --@@ include admin_operation.sql @@
---@@ include backup.sql @@
 REVOKE ALL ON FUNCTION payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;
+
+-- Webhook secrets sealed at rest (issue 26, M5): the clear column goes.
+--@@ flavour include seal.sql @@
+ALTER TABLE payflow.webhooks ADD COLUMN secret_sealed bytea, ADD COLUMN previous_secret_sealed bytea,
+	ADD COLUMN previous_until timestamptz;
+--@@ include webhooks.sql @@
+UPDATE payflow.webhooks SET secret_sealed = payflow._seal(secret, payflow._webhook_key_make());
+ALTER TABLE payflow.webhooks ALTER COLUMN secret_sealed SET NOT NULL, DROP COLUMN secret;
+REVOKE ALL ON payflow._webhook_key FROM PUBLIC;
+GRANT SELECT (previous_until) ON payflow.webhooks TO payflow_admin;
+REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() FROM PUBLIC;
+--@@ include backup.sql @@

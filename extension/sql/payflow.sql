@@ -77,6 +77,7 @@ $roles$;
 ---------------------------------------------------------------------------
 
 --@@ flavour helpers @@
+--@@ flavour include seal.sql @@
 
 --@@ include tables.sql @@
 --@@ include outbox_log.sql @@
@@ -205,7 +206,8 @@ GRANT SELECT ON ALL TABLES IN SCHEMA payflow TO payflow_admin;
 REVOKE SELECT ON payflow.api_keys FROM payflow_admin;
 GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO payflow_admin;
 REVOKE SELECT ON payflow.webhooks FROM payflow_admin;
-GRANT SELECT (tenant, url, created_at, updated_at) ON payflow.webhooks TO payflow_admin;
+GRANT SELECT (tenant, url, created_at, updated_at, previous_until) ON payflow.webhooks TO payflow_admin;
+REVOKE SELECT ON payflow._webhook_key FROM payflow_admin;
 GRANT UPDATE (max_attempts, retry_base_delay, retry_max_delay) ON payflow.step_definitions TO payflow_admin;
 
 -- Tenant isolation in the database, not only in the HTTP edge: payflow_app

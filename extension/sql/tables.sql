@@ -347,14 +347,21 @@ CREATE TABLE payflow.api_keys (
 
 -- A tenant's webhook: where its OperationCompleted / OperationFailed events
 -- are POSTed, and the secret they are signed with (HMAC-SHA256).  The
--- secret is kept in clear because the webhook worker must sign with it;
--- only set_webhook (once) and webhook_target (payflow_worker) return it.
+-- secret is kept sealed (payflow._seal, AES-256) under payflow._webhook_key
+-- (webhooks.sql), a key outside this table that no role but the owner reads; only
+-- set_webhook (once) and webhook_target (the webhook worker) return it in
+-- clear.  A rotation (set_webhook again) keeps the previous secret valid
+-- until previous_until (payflow.webhook_secret_overlap), and the worker
+-- signs with both meanwhile, so receivers can switch without a gap.
+-- (0.5.0: the column order is the update's, which appended the sealed ones.)
 CREATE TABLE payflow.webhooks (
 	tenant text COLLATE "C" PRIMARY KEY,
 	url text NOT NULL,
-	secret text NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now(),
-	updated_at timestamptz NOT NULL DEFAULT now()
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	secret_sealed bytea NOT NULL,
+	previous_secret_sealed bytea,
+	previous_until timestamptz
 );
 
 -- Webhook deliveries that failed their last attempt: one row per event,

@@ -3,20 +3,61 @@
 -- Where a tenant's terminal events are delivered (webhook_target, which
 -- also refuses events payflow did not publish), failures after the last
 -- attempt, and the admin's set_webhook, delete_webhook and replay_webhook.
+-- (CREATE OR REPLACE: the update to 0.5.0 takes this file whole, the key's
+-- table with it.)
+
+-- The key the webhook secrets are sealed with: 32 random bytes, made by the
+-- first set_webhook (not seeded: pg_dump keeps it with the sealed secrets,
+-- which a restore could not open otherwise, and a restore's CREATE
+-- EXTENSION would collide with a seeded copy).  Protect dumps as the
+-- database itself.
+CREATE TABLE payflow._webhook_key (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	key bytea NOT NULL CHECK (octet_length(key) = 32),
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The key the webhook secrets are sealed with (above), or NULL before
+-- the first set_webhook made it.
+CREATE OR REPLACE FUNCTION payflow._webhook_key_get() RETURNS bytea
+	LANGUAGE sql STABLE
+	AS $$ SELECT k.key FROM payflow._webhook_key k $$;
+
+-- The same, made on first use (32 strong random bytes).
+CREATE OR REPLACE FUNCTION payflow._webhook_key_make() RETURNS bytea
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+BEGIN
+	INSERT INTO payflow._webhook_key (key) VALUES (decode(payflow._random_token(32), 'hex'))
+	ON CONFLICT (id) DO NOTHING;
+	RETURN payflow._webhook_key_get();
+END
+$$;
 
 -- Where and how to deliver the webhook of an operation's tenant:
--- {"tenant","url","secret"}, or NULL when the tenant has no webhook.  Only
--- for an event payflow published to operation-events, with exactly that
--- body (compared as JSON): anything else is PF008, for the worker to dead-
--- letter instead of signing it.
-CREATE FUNCTION payflow.webhook_target(operation_id text, event_id uuid DEFAULT NULL, body text DEFAULT NULL)
+-- {"tenant","url","secret"} and, while a rotation's overlap lasts,
+-- "previousSecret" (the worker signs with both), or NULL when the tenant
+-- has no webhook.  Only for an event payflow published to operation-events,
+-- with exactly that body (compared as JSON): anything else is PF008, for
+-- the worker to dead-letter instead of signing it.  The secrets are for the
+-- webhook worker only: payflow_admin, which holds the worker roles for the
+-- rest, gets 42501 (a superuser can read the key table anyway).
+CREATE OR REPLACE FUNCTION payflow.webhook_target(operation_id text, event_id uuid DEFAULT NULL, body text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 DECLARE
 	v_tenant text;
+	v_key bytea;
 BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_roles r
+				WHERE r.rolname = payflow._outer_role() AND NOT r.rolsuper
+				  AND pg_catalog.pg_has_role(r.oid, 'payflow_admin', 'MEMBER')) THEN
+		RAISE EXCEPTION 'permission denied: webhook secrets are for the webhook worker'
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'Run payflow-worker --role webhook as a login granted payflow_webhook_worker.';
+	END IF;
 	PERFORM payflow._require_operation_id(operation_id);
 	SELECT o.tenant INTO v_tenant FROM payflow.operations o WHERE o.id = webhook_target.operation_id;
 	IF NOT FOUND THEN
@@ -28,7 +69,11 @@ BEGIN
 				  HINT = 'Pass the event being delivered: only events payflow published are signed.';
 	END IF;
 	PERFORM payflow._require_published(event_id, operation_id, body);
-	RETURN (SELECT jsonb_build_object('tenant', w.tenant, 'url', w.url, 'secret', w.secret)
+	v_key := payflow._webhook_key_get();
+	RETURN (SELECT jsonb_build_object('tenant', w.tenant, 'url', w.url, 'secret', payflow._unseal(w.secret_sealed, v_key))
+				   || CASE WHEN w.previous_until > now()
+						   THEN jsonb_build_object('previousSecret', payflow._unseal(w.previous_secret_sealed, v_key))
+						   ELSE '{}' END
 			  FROM payflow.webhooks w WHERE w.tenant = v_tenant);
 END
 $$;
@@ -36,7 +81,7 @@ $$;
 -- Records a webhook delivery that failed its last attempt (the delivery's
 -- dead letter).  Idempotent per event: a second failure of the same event
 -- (after a replay) updates the row, which is open for replay again.
-CREATE FUNCTION payflow.record_webhook_failure(event_id uuid, operation_id text, body text,
+CREATE OR REPLACE FUNCTION payflow.record_webhook_failure(event_id uuid, operation_id text, body text,
 											   attempts integer, error jsonb)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -89,8 +134,10 @@ END
 $$;
 
 -- Registers (or replaces) a tenant's webhook URL and returns a new signing
--- secret, once.  Replacing rotates the secret.
-CREATE FUNCTION payflow.set_webhook(tenant text, url text) RETURNS text
+-- secret, once.  Replacing rotates the secret: the one it replaces still
+-- signs too for payflow.webhook_secret_overlap (24 h unless set; 0 ends it
+-- at once), so that the receiver can take the new one without a gap.
+CREATE OR REPLACE FUNCTION payflow.set_webhook(tenant text, url text) RETURNS text
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -103,16 +150,19 @@ BEGIN
 		RAISE EXCEPTION 'invalid webhook URL "%"', url
 			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use an http:// or https:// URL.';
 	END IF;
-	INSERT INTO payflow.webhooks AS w (tenant, url, secret)
-	VALUES (set_webhook.tenant, set_webhook.url, v_secret)
+	INSERT INTO payflow.webhooks AS w (tenant, url, secret_sealed)
+	VALUES (set_webhook.tenant, set_webhook.url, payflow._seal(v_secret, payflow._webhook_key_make()))
 	ON CONFLICT ON CONSTRAINT webhooks_pkey DO UPDATE
-		SET url = EXCLUDED.url, secret = EXCLUDED.secret, updated_at = now();
+		SET url = EXCLUDED.url, secret_sealed = EXCLUDED.secret_sealed,
+			previous_secret_sealed = w.secret_sealed,
+			previous_until = now() + make_interval(secs => payflow._setting('webhook_secret_overlap')::integer),
+			updated_at = now();
 	RETURN v_secret;
 END
 $$;
 
 -- Removes a tenant's webhook; false when it had none.
-CREATE FUNCTION payflow.delete_webhook(tenant text) RETURNS boolean
+CREATE OR REPLACE FUNCTION payflow.delete_webhook(tenant text) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -126,7 +176,7 @@ $$;
 -- Sends a failed webhook delivery again: the same event body goes back to
 -- the operation-events queue (a new outbox row; the body's eventId is
 -- unchanged, so receivers can de-duplicate).  False if already replayed.
-CREATE FUNCTION payflow.replay_webhook(failure_id bigint) RETURNS boolean
+CREATE OR REPLACE FUNCTION payflow.replay_webhook(failure_id bigint) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$

@@ -38,6 +38,7 @@ static int	retention_consumed_s = 14 * 86400;
 static int	retention_published_s = 3600;
 static int	payload_max_bytes = 256 * 1024;
 static int	stuck_after_s = 600;
+static int	webhook_secret_overlap_s = 86400;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -160,6 +161,11 @@ pf_define_gucs(void)
 	DefineCustomIntVariable("payflow.stuck_after",
 							"Sets how long a step may wait unclaimed before its event is emitted again.",
 							NULL, &stuck_after_s, 600, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("payflow.webhook_secret_overlap",
+							"Sets how long a rotated webhook secret still signs deliveries beside the new one.",
+							NULL, &webhook_secret_overlap_s, 86400, 0, 7 * 86400,
 							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("payflow");

@@ -249,7 +249,7 @@ q -c "COPY (SELECT id, tenant, name FROM payflow.api_keys t WHERE t::text $RUN_R
 q -c "COPY (SELECT tenant, url FROM payflow.webhooks t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-webhooks.txt"
 pf_ok "control: the table rows of this run were found (operations, history, steps, outbox log, dead letters)" \
 	test "$(cat "$CAP"/table-operations.txt "$CAP"/table-operation_history.txt "$CAP"/table-steps.txt \
-			 "$CAP"/table-outbox_published.txt "$CAP"/table-dead_letters.txt | grep -c .)" -ge $((6 + 30 + 15 + 20 + 1))
+			 "$CAP"/table-outbox_events.txt "$CAP"/table-dead_letters.txt | grep -c .)" -ge $((6 + 30 + 15 + 20 + 1))
 say "searched: $(ls "$CAP" | wc -l) files, $(cat "$CAP"/* | wc -c) bytes"
 
 # ---- the search ----

@@ -205,8 +205,10 @@ tenant k
 # plain http:// to a host that is not loopback: refused even with PAYFLOW_WEBHOOK_ALLOW_HTTP
 tenant h none
 q -c "SELECT payflow.set_webhook('$run-h', 'http://192.0.2.1/h')" >/dev/null
-pf_eq "set_webhook returns a whsec_ secret per tenant" 8 \
-	"$(q -c "SELECT count(*) FROM payflow.webhooks WHERE tenant LIKE '$run-%' AND secret LIKE 'whsec_%'")"
+pf_eq "set_webhook returns a whsec_ secret per tenant, kept sealed" "8|8" \
+	"$(q -c "SELECT count(*) FILTER (WHERE payflow._unseal(secret_sealed, payflow._webhook_key_get()) LIKE 'whsec_%'),
+				   count(*) FILTER (WHERE position(convert_to('whsec_', 'UTF8') IN secret_sealed) = 0)
+			  FROM payflow.webhooks WHERE tenant LIKE '$run-%'")"
 
 # faults before any event exists
 recv POST /_faults '{"path": "/d", "mode": "status", "status": 500, "count": 2}' >/dev/null
@@ -441,16 +443,41 @@ else
 	pf_skip "late renewal" "the held visibility change was not a renewal this time ($v_order)"
 fi
 
+# ---- phase 4: a secret rotated: both signatures while the overlap lasts ----
+tenant r
+# shellcheck disable=SC2154
+r_old=$SECRET_r
+r_new=$(q -c "SELECT payflow.set_webhook('$run-r', '$RECV/r')")
+signatures_of() { deliveries /r | js "d.deliveries.find(x => x.operationId === '$1').signatures"; }
+r1=$(submit r r1)
+complete "$r1"
+pf_ok "rotation: a delivery during the overlap is accepted by a receiver that has only the old secret" \
+	pf_wait_for 30 has_accepted "$r1"
+pf_eq "rotation: ... it carries a signature for each secret" 2 "$(signatures_of "$r1")"
+recv POST /_secrets "{\"path\": \"/r\", \"secret\": \"$r_new\"}" >/dev/null
+r2=$(submit r r2)
+complete "$r2"
+pf_ok "rotation: the receiver, switched to the new secret, accepts the next one" pf_wait_for 30 has_accepted "$r2"
+# the overlap ends (as payflow.webhook_secret_overlap's time passing would)
+q -c "UPDATE payflow.webhooks SET previous_until = now() WHERE tenant = '$run-r'" >/dev/null
+r3=$(submit r r3)
+complete "$r3"
+pf_ok "rotation: after the overlap a delivery is accepted with the new secret" pf_wait_for 30 has_accepted "$r3"
+pf_eq "rotation: ... and signed with it alone" 1 "$(signatures_of "$r3")"
+pf_eq "rotation: no request refused at /r" 0 "$(deliveries /r | js 'd.signatureFailures')"
+
 # ---- the end ----
 queue_empty() {
 	[ "$(node test/emulator/sqs-count.mjs "$EVENTS_URL" | js 'd.visible + d.notVisible + d.delayed')" = 0 ]
 }
 pf_ok "operation-events is empty: every message handled and deleted" pf_wait_for 30 queue_empty
 leaks=0
-for name in a c d e f g k v; do
+for name in a c d e f g k v r; do
 	secret_var=SECRET_$name
 	if grep -qF "${!secret_var}" "$work"/w*.log; then leaks=$((leaks + 1)); fi
 done
+grep -qF "$r_old" "$work"/w*.log && leaks=$((leaks + 1))
+grep -qF "$r_new" "$work"/w*.log && leaks=$((leaks + 1))
 grep -qF '"invoiceId"' "$work"/w*.log && leaks=$((leaks + 1))
 grep -qF "$RECV/" "$work"/w*.log && leaks=$((leaks + 1))
 pf_eq "no worker log holds a secret, a body's contents or a webhook URL's path" 0 "$leaks"

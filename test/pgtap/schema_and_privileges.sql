@@ -12,7 +12,7 @@ SELECT has_schema('payflow');
 SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
 	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts',
-	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor']
+	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
@@ -95,7 +95,7 @@ SELECT ok((SELECT bool_and(relrowsecurity) FROM pg_class
 		  'row-level security is on for the tables the app reads');
 SELECT ok(NOT has_column_privilege('payflow_app', 'payflow.operations', 'request_hash', 'SELECT'), 'the app does not read request hashes');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.api_keys', 'key_hash', 'SELECT'), 'not even the admin reads key hashes');
-SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.webhooks', 'secret', 'SELECT'), 'nor webhook secrets');
+SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.webhooks', 'secret_sealed', 'SELECT'), 'nor webhook secrets');
 
 -- login roles for the role tests
 CREATE ROLE tap_app LOGIN IN ROLE payflow_app;

@@ -10,6 +10,12 @@
  * A receiver recomputes it over the raw body it read, compares in constant
  * time, and rejects a t too far from its clock, so a captured delivery
  * cannot be replayed later. The scheme name leaves room for a v2.
+ *
+ * While a secret is being rotated (payflow.set_webhook again, for
+ * payflow.webhook_secret_overlap) the header carries two v1 values, the
+ * new secret's first, as Stripe does: "t=...,v1=<new>,v1=<previous>".  A
+ * receiver accepts the delivery when any v1 matches a secret it holds, so
+ * it can switch to the new secret at any moment of the overlap.
  */
 #ifndef PAYFLOW_WEBHOOK_SIGNATURE_H
 #define PAYFLOW_WEBHOOK_SIGNATURE_H
@@ -17,10 +23,11 @@
 #include <stddef.h>
 #include <time.h>
 
-/* "t=" + up to 20 digits + ",v1=" + 64 hex digits + NUL */
-#define PF_WEBHOOK_SIGNATURE_LEN 96
+/* "t=" + up to 20 digits + twice ",v1=" + 64 hex digits + NUL */
+#define PF_WEBHOOK_SIGNATURE_LEN 168
 
-void		pf_webhook_signature(const char *secret, time_t t, const char *body, size_t body_len,
-								 char out[PF_WEBHOOK_SIGNATURE_LEN]);
+/* previous: the rotated secret while it still signs, else NULL */
+void		pf_webhook_signature(const char *secret, const char *previous, time_t t, const char *body,
+								 size_t body_len, char out[PF_WEBHOOK_SIGNATURE_LEN]);
 
 #endif							/* PAYFLOW_WEBHOOK_SIGNATURE_H */

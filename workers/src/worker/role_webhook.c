@@ -89,6 +89,7 @@ typedef struct webhook_target
 	char	   *tenant;
 	char	   *url;
 	char	   *secret;
+	char	   *previous_secret;	/* a rotated secret that still signs, or NULL */
 	char	   *origin;			/* scheme://host[:port], for logs */
 } webhook_target;
 
@@ -155,6 +156,9 @@ target_free(webhook_target *t)
 	if (t->secret)
 		explicit_bzero(t->secret, strlen(t->secret));
 	free(t->secret);
+	if (t->previous_secret)
+		explicit_bzero(t->previous_secret, strlen(t->previous_secret));
+	free(t->previous_secret);
 	free(t->origin);
 	memset(t, 0, sizeof(*t));
 }
@@ -235,6 +239,8 @@ lookup_target(step_run *run, webhook_target *t, pf_error *err)
 		t->tenant = pf_strdup(tenant ? tenant : "");
 		t->url = pf_strdup(json_string_value(json_object_get(answer, "url")));
 		t->secret = pf_strdup(json_string_value(json_object_get(answer, "secret")));
+		if (json_is_string(json_object_get(answer, "previousSecret")))
+			t->previous_secret = pf_strdup(json_string_value(json_object_get(answer, "previousSecret")));
 		t->origin = url_origin(t->url);
 		status = TARGET_FOUND;
 	}
@@ -503,7 +509,7 @@ webhook_handle(void *thread, step_run *run, int *hide_s)
 		return outcome;
 	}
 
-	pf_webhook_signature(t.secret, time(NULL), run->input, run->input_len, signature);
+	pf_webhook_signature(t.secret, t.previous_secret, time(NULL), run->input, run->input_len, signature);
 	snprintf(h_id, sizeof(h_id), "Payflow-Event-Id: %s", ev->event_id);
 	snprintf(h_type, sizeof(h_type), "Payflow-Event-Type: %s", pf_event_type_name(ev->type));
 	snprintf(h_sig, sizeof(h_sig), "Payflow-Signature: %s", signature);

@@ -77,12 +77,18 @@ pf_eq "before the crash: 25 events waiting (24 requests and the failure)" 25 "$(
 # recovers, resetting the unlogged tables.
 q -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
 sleeper=$!
-pf_wait_for 10 test -n "$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND pid <> pg_backend_pid()")"
-victim=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND pid <> pg_backend_pid()")
-kill -9 "$victim"
-sleep 1
-pf_wait_for 30 q -o /dev/null -c "SELECT 1"
-pf_ok "PostgreSQL recovered from the crash" grep -q "terminated by signal 9" "$dir/postgres.log"
+sleeper_pid() {
+	q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND pid <> pg_backend_pid()"
+}
+sleeper_running() { [ -n "$(sleeper_pid)" ]; }
+pf_ok "a session to kill is running" pf_wait_for 30 sleeper_running
+kill -9 "$(sleeper_pid)"
+# the postmaster saw it die and reset the cluster; then it accepts
+# connections again (refused while it recovers)
+crashed() { grep -q "terminated by signal 9" "$dir/postgres.log"; }
+pf_ok "PostgreSQL noticed the crash" pf_wait_for 30 crashed
+accepting() { q -o /dev/null -c "SELECT 1" 2>/dev/null; }
+pf_ok "PostgreSQL recovered from the crash" pf_wait_for 60 accepting
 pf_eq "the crash emptied the unlogged outbox" 0 "$(q -c "SELECT count(*) FROM payflow.outbox")"
 pf_eq "the log and the published batches are intact" "$published_before" \
 	"$(q -c "SELECT count(*) FROM payflow.outbox_published")"

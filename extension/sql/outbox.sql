@@ -189,14 +189,25 @@ BEGIN
 	END IF;
 	SELECT p.done_below INTO v_from FROM payflow.outbox_position p;
 	v_from := coalesce(v_from, 0);
+	-- Anti joins, which PostgreSQL hashes (and spills to disk when large:
+	-- an event stuck for hours holds done_below back, and every batch since
+	-- is read), not NOT IN, whose subplan is rescanned per row once it
+	-- outgrows work_mem.  The dead letters' event ids compared as text: a
+	-- malformed one must not make every claim fail.
+	WITH published AS MATERIALIZED (
+		SELECT s.seq FROM payflow.outbox_batches b CROSS JOIN LATERAL unnest(b.seqs) AS s(seq)
+		 WHERE b.last_seq >= v_from
+	), refused AS MATERIALIZED (
+		SELECT d.error ->> 'eventId' AS event_id FROM payflow.dead_letters d
+		 WHERE d.source = 'event' AND d.error ? 'eventId'
+	)
 	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
 	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id,
 		   payflow._outbox_event_body(e), e.created_at
 	  FROM payflow.outbox_events e
 	 WHERE e.seq >= v_from
-	   AND e.seq NOT IN (SELECT unnest(b.seqs) FROM payflow.outbox_batches b WHERE b.last_seq >= v_from)
-	   AND e.event_id NOT IN (SELECT (d.error ->> 'eventId')::uuid FROM payflow.dead_letters d
-							   WHERE d.source = 'event' AND d.error ? 'eventId')
+	   AND NOT EXISTS (SELECT FROM published p WHERE p.seq = e.seq)
+	   AND NOT EXISTS (SELECT FROM refused r WHERE r.event_id = e.event_id::text)
 	 ORDER BY e.seq
 	ON CONFLICT (event_id) DO NOTHING;
 	GET DIAGNOSTICS v_n = ROW_COUNT;

@@ -18,9 +18,9 @@
 #   attributes that went through the queues (read from each queue, stage by
 #   stage, before the next consumer runs), what the invoice API and the
 #   webhook receiver were sent, every payflow table but payloads and the
-#   two secret columns (outbox, outbox_published, dead_letters,
-#   webhook_failures, operations, steps, history, ...), and the lines the
-#   PostgreSQL server logged during the run.
+#   API keys' hashes (the outbox log, dead_letters, webhook_failures,
+#   operations, steps, history, the webhooks with their sealed secrets,
+#   ...), and the lines the PostgreSQL server logged during the run.
 #
 # It must find none.  Positive controls prove the search works and the
 # values were in play: the card number is found in payflow.payloads (where
@@ -246,7 +246,14 @@ for t in $(q -c "SELECT relname FROM pg_class WHERE relnamespace = 'payflow'::re
 	q -c "COPY (SELECT * FROM payflow.$t t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-$t.txt"
 done
 q -c "COPY (SELECT id, tenant, name FROM payflow.api_keys t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-api_keys.txt"
-q -c "COPY (SELECT tenant, url FROM payflow.webhooks t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-webhooks.txt"
+# the webhooks whole: the secret is sealed there (0.5.0), so its row may
+# be searched like any other: the sealed bytes as hex, and as text (escape:
+# printable bytes as they are, where a secret kept in clear would show)
+q -c "COPY (SELECT * FROM payflow.webhooks t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-webhooks.txt"
+q -c "SELECT encode(t.secret_sealed, 'escape') FROM payflow.webhooks t WHERE t::text $RUN_ROWS" \
+	>"$CAP/table-webhooks-sealed-bytes.txt"
+pf_ok "control: this run's webhook row, its sealed secret included, is among what is searched" \
+	test -s "$CAP/table-webhooks-sealed-bytes.txt"
 pf_ok "control: the table rows of this run were found (operations, history, steps, outbox log, dead letters)" \
 	test "$(cat "$CAP"/table-operations.txt "$CAP"/table-operation_history.txt "$CAP"/table-steps.txt \
 			 "$CAP"/table-outbox_events.txt "$CAP"/table-dead_letters.txt | grep -c .)" -ge $((6 + 30 + 15 + 20 + 1))

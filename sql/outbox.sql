@@ -78,3 +78,22 @@ SELECT * FROM pf_try($$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()])$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_nack(gen_random_uuid(), 'x')$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_ack(ARRAY[gen_random_uuid()], ARRAY['a', 'b'], 'r')$$);
 SELECT * FROM pf_try($$SELECT payflow.outbox_nack(NULL, 'x')$$);
+
+-- purge and the log: published rows go once retention_published passed,
+-- read in seq order from outbox_position.purged_below up to the first row
+-- not old enough; terminal events (operation-events) stay for their
+-- operation, and are not read again by later calls.
+TRUNCATE payflow.outbox, payflow.outbox_events, payflow.outbox_batches, payflow.outbox_position;
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at, body)
+SELECT 1000 + n, gen_random_uuid(), 'op-purge', 'E', d, 'g', now() - age, '{}'
+  FROM (VALUES (1, 'payment-requests', interval '2 hours'), (2, 'operation-events', interval '2 hours'),
+			   (3, 'payment-requests', interval '1 minute'), (4, 'payment-requests', interval '2 hours')) v(n, d, age);
+INSERT INTO payflow.outbox_position (done_below) VALUES (1005);
+SELECT p ->> 'more' AS more FROM payflow.purge() p;
+SELECT string_agg((seq - 1000)::text, ',' ORDER BY seq) AS kept, (SELECT purged_below - 1000 FROM payflow.outbox_position) AS purged_below
+  FROM payflow.outbox_events;
+UPDATE payflow.outbox_events SET created_at = now() - interval '2 hours' WHERE seq = 1003;
+SELECT p ->> 'more' AS more FROM payflow.purge() p;
+SELECT string_agg((seq - 1000)::text, ',' ORDER BY seq) AS kept, (SELECT purged_below - 1000 FROM payflow.outbox_position) AS purged_below
+  FROM payflow.outbox_events;
+TRUNCATE payflow.outbox_events, payflow.outbox_position;

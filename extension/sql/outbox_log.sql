@@ -24,13 +24,16 @@ CREATE INDEX outbox_events_operation_idx ON payflow.outbox_events (operation_id)
 
 -- The durable copy of the cursor: every event below done_below was
 -- published or dead-lettered.  Written at most once a second by a cursor
--- move; a rebuild of the outbox and purge start from it.  One row, made
--- by the first move (not seeded: pg_dump keeps it, and a restore's CREATE
--- EXTENSION would collide with a seeded copy).
+-- move; a rebuild of the outbox and purge start from it.  purged_below:
+-- purge has deleted every log row below it but the terminal events, which
+-- go with their operations, so that it never reads those again.  One row,
+-- made by the first move (not seeded: pg_dump keeps it, and a restore's
+-- CREATE EXTENSION would collide with a seeded copy).
 CREATE TABLE payflow.outbox_position (
 	id boolean PRIMARY KEY DEFAULT true CHECK (id),
 	done_below bigint NOT NULL DEFAULT 0,
-	moved_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	moved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	purged_below bigint NOT NULL DEFAULT 0
 );
 
 -- What SQS accepted: one row per ack (a relay acks what one or a few

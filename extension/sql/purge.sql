@@ -75,7 +75,10 @@ BEGIN
 	-- The published log: whole batches, counted by their events; then the
 	-- events' log rows, once published (below outbox_position.done_below)
 	-- and as old, but for the terminal events (operation-events), which go
-	-- with their operation (above).
+	-- with their operation (above).  The log is read in seq order from
+	-- purged_below, up to the first row not old enough: the terminal events
+	-- left behind are not read again at each call (their number follows
+	-- retention_completed, not the work).
 	WITH gone AS (
 		DELETE FROM payflow.outbox_batches
 		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches
@@ -84,13 +87,21 @@ BEGIN
 		RETURNING cardinality(seqs) AS n
 	)
 	SELECT coalesce(sum(n), 0) INTO v_published FROM gone;
-	DELETE FROM payflow.outbox_events
-	 WHERE seq = ANY (ARRAY(SELECT e.seq FROM payflow.outbox_events e
-							 WHERE e.seq < (SELECT p.done_below FROM payflow.outbox_position p)
-							   AND e.created_at < now() - payflow._seconds('retention_published')
-							   AND e.destination <> 'operation-events'
-							 ORDER BY e.seq LIMIT max_rows));
-	GET DIAGNOSTICS v_logged = ROW_COUNT;
+	WITH span AS MATERIALIZED (
+		SELECT e.seq, e.destination, e.created_at < now() - payflow._seconds('retention_published') AS old
+		  FROM payflow.outbox_events e, payflow.outbox_position p
+		 WHERE e.seq >= p.purged_below AND e.seq < p.done_below
+		 ORDER BY e.seq LIMIT max_rows
+	), reach AS (
+		SELECT coalesce(min(s.seq) FILTER (WHERE NOT s.old), max(s.seq) + 1) AS below FROM span s
+	), gone AS (
+		DELETE FROM payflow.outbox_events e USING span s, reach r
+		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below AND s.destination <> 'operation-events'
+		RETURNING 1
+	), moved AS (
+		UPDATE payflow.outbox_position p SET purged_below = r.below FROM reach r WHERE r.below > p.purged_below
+	)
+	SELECT count(*) INTO v_logged FROM gone;
 
 	DELETE FROM payflow.consumed_events
 	 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.consumed_events

@@ -17,8 +17,9 @@
 -- tables.sql and the migration below).
 -- Webhook secrets are sealed at rest under a key of their own table
 -- (webhooks.sql, _seal: AES-256), a rotation keeps the previous secret
--- signing for payflow.webhook_secret_overlap, and payflow_admin may no
--- longer read them through webhook_target.
+-- signing for payflow.webhook_secret_overlap, and payflow_admin no longer
+-- holds the webhook worker's role, whose webhook_target returns them
+-- (admin_roles.sql).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -153,4 +154,5 @@ ALTER TABLE payflow.webhooks ALTER COLUMN secret_sealed SET NOT NULL, DROP COLUM
 REVOKE ALL ON payflow._webhook_key FROM PUBLIC;
 GRANT SELECT (previous_until) ON payflow.webhooks TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() FROM PUBLIC;
+--@@ include admin_roles.sql @@
 --@@ include backup.sql @@

@@ -183,8 +183,9 @@ GRANT payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_we
 
 -- The admin can do what the other two can, plus operations and reading
 -- every table for investigation; only the retry columns of the pipeline
--- definition are writable.
-GRANT payflow_app, payflow_worker TO payflow_admin;
+-- definition are writable.  Not what the webhook worker alone does: its
+-- webhook_target returns the tenants' signing secrets in clear.
+--@@ include admin_roles.sql @@
 GRANT EXECUTE ON FUNCTION
 	payflow.replay(text),
 	payflow.run_scheduler(integer),

@@ -39,9 +39,8 @@ $$;
 -- "previousSecret" (the worker signs with both), or NULL when the tenant
 -- has no webhook.  Only for an event payflow published to operation-events,
 -- with exactly that body (compared as JSON): anything else is PF008, for
--- the worker to dead-letter instead of signing it.  The secrets are for the
--- webhook worker only: payflow_admin, which holds the worker roles for the
--- rest, gets 42501 (a superuser can read the key table anyway).
+-- the worker to dead-letter instead of signing it.  Only the webhook
+-- worker's role may call it (admin_roles.sql: not payflow_admin).
 CREATE OR REPLACE FUNCTION payflow.webhook_target(operation_id text, event_id uuid DEFAULT NULL, body text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -51,13 +50,6 @@ DECLARE
 	v_tenant text;
 	v_key bytea;
 BEGIN
-	IF EXISTS (SELECT FROM pg_catalog.pg_roles r
-				WHERE r.rolname = payflow._outer_role() AND NOT r.rolsuper
-				  AND pg_catalog.pg_has_role(r.oid, 'payflow_admin', 'MEMBER')) THEN
-		RAISE EXCEPTION 'permission denied: webhook secrets are for the webhook worker'
-			USING ERRCODE = 'insufficient_privilege',
-				  HINT = 'Run payflow-worker --role webhook as a login granted payflow_webhook_worker.';
-	END IF;
 	PERFORM payflow._require_operation_id(operation_id);
 	SELECT o.tenant INTO v_tenant FROM payflow.operations o WHERE o.id = webhook_target.operation_id;
 	IF NOT FOUND THEN

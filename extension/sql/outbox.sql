@@ -463,10 +463,10 @@ BEGIN
 	EXCEPTION WHEN invalid_text_representation THEN
 		v_body := NULL;
 	END;
-	IF v_body IS NULL OR NOT (
+	-- the body names the event: a log row with that body is that event
+	IF v_body IS NULL OR v_body ->> 'eventId' IS DISTINCT FROM p_event_id::text OR NOT (
 		EXISTS (SELECT FROM payflow.outbox_events e		-- outbox_events_operation_idx
 				 WHERE e.operation_id = p_operation_id AND e.destination = 'operation-events'
-				   AND CASE WHEN e.enveloped THEN e.event_id::text ELSE e.body ->> 'eventId' END = p_event_id::text
 				   AND payflow._outbox_event_body(e) = v_body)
 		OR EXISTS (SELECT FROM payflow.operation_events e
 					WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id

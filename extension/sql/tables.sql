@@ -208,10 +208,9 @@ INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
 -- The transactional outbox, in two parts (0.5.0, storage v2).
 --
 -- outbox_events (outbox_log.sql) is the log: one row per event, written
--- once by the
--- transaction that changes the operation, never updated, deleted only by
--- purge after payflow.retention_published.  It is the durable record of
--- what payflow emitted.
+-- once by the transaction that changes the operation, never updated,
+-- deleted only by purge after payflow.retention_published.  It is the
+-- durable record of what payflow emitted.
 --
 -- outbox is the relays' work list: the events not yet published, with
 -- their claims, backoff and errors, which change at every claim, nack and
@@ -348,9 +347,9 @@ CREATE TABLE payflow.api_keys (
 -- A tenant's webhook: where its OperationCompleted / OperationFailed events
 -- are POSTed, and the secret they are signed with (HMAC-SHA256).  The
 -- secret is kept sealed (payflow._seal, AES-256) under payflow._webhook_key
--- (webhooks.sql), a key outside this table that no role but the owner reads; only
--- set_webhook (once) and webhook_target (the webhook worker) return it in
--- clear.  A rotation (set_webhook again) keeps the previous secret valid
+-- (webhooks.sql), a key outside this table that no role but the owner
+-- reads; only set_webhook (once) and webhook_target (the webhook worker)
+-- return it in clear.  A rotation (set_webhook again) keeps the previous secret valid
 -- until previous_until (payflow.webhook_secret_overlap), and the worker
 -- signs with both meanwhile, so receivers can switch without a gap.
 -- (0.5.0: the column order is the update's, which appended the sealed ones.)

@@ -347,7 +347,7 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 RESET payflow.retry_jitter;
 -- a completion with injection strings in the result, stored verbatim in
 -- the result payload
-UPDATE payflow.steps SET next_attempt_at = now() WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_next_attempt_at = now() WHERE id = :'op';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', :'inj') c;
 SELECT c ->> 'status' AS status FROM payflow.complete_step(:'op', 'PROCESS_PAYMENT', :'inj',
 	jsonb_build_object('charge_id', :'inj', :'inj2', :'inj2')) c;

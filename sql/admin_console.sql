@@ -33,7 +33,7 @@ COMMIT;
 SELECT c ->> 'action' AS claim FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w-1') c;
 SELECT f ->> 'action' AS first FROM payflow.fail_step(:'op1', 'PROCESS_PAYMENT', 'w-1',
 	'{"code": "timeout", "message": "the DBMS did not answer"}', true) f;
-UPDATE payflow.steps SET next_attempt_at = now() WHERE operation_id = :'op1';
+UPDATE payflow.operations SET step_next_attempt_at = now() WHERE id = :'op1';
 SELECT c ->> 'action' AS claim FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w-2') c;
 SELECT f ->> 'action' AS second FROM payflow.fail_step(:'op1', 'PROCESS_PAYMENT', 'w-2',
 	'{"code": "declined", "message": "<script>alert(1)</script> card declined"}', false) f;
@@ -131,7 +131,7 @@ SELECT action, actor, target = :'op2' AS target FROM payflow.admin_actions WHERE
 -- stuck steps and metrics over time
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 minute' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 minute' WHERE id = :'op3';
 SELECT i ->> 'reason' AS reason, i ->> 'worker' AS worker
   FROM payflow.admin_stuck(:'akey') s, jsonb_array_elements(s -> 'items') i WHERE i ->> 'operationId' = :'op3';
 COMMIT;

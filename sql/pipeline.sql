@@ -164,7 +164,7 @@ UPDATE payflow.operations SET status = 'RISK_CHECKING' WHERE id = :'op_guard';
 UPDATE payflow.operations SET status = 'FAILED' WHERE id = :'op_guard';
 -- FAILED -> a ready status: replay only
 SELECT * FROM pf_try(format($$UPDATE payflow.operations SET status = 'PENDING' WHERE id = %L$$, :'op_guard'));
-UPDATE payflow.steps SET status = 'FAILED' WHERE operation_id = :'op_guard';
+UPDATE payflow.operations SET step_status = 'FAILED' WHERE id = :'op_guard';
 SELECT payflow.replay(:'op_guard') AS replayed;
 SELECT status, current_step FROM payflow.operations WHERE id = :'op_guard';
 -- the permission was for that one move

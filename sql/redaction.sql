@@ -22,7 +22,7 @@ SELECT payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'rd-w') ->> 'action' AS clai
 SELECT payflow.fail_step(:'op', 'PROCESS_PAYMENT', 'rd-w',
 	'{"code": "22P02", "message": "invalid input syntax for type numeric: \"4111111111111111x\""}', true) ->> 'action' AS first;
 SELECT last_error ->> 'message' AS step_error FROM payflow.steps WHERE operation_id = :'op';
-UPDATE payflow.steps SET status = 'RUNNING', lease_owner = 'rd-w' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_status = 'RUNNING', step_lease_owner = 'rd-w' WHERE id = :'op';
 SELECT payflow.fail_step(:'op', 'PROCESS_PAYMENT', 'rd-w',
 	'{"code": "P0001", "message": "card 5500005555555559 declined"}', false) ->> 'action' AS second;
 SELECT payflow.status(:'op') -> 'error' ->> 'message' AS status_error;

@@ -14,7 +14,7 @@ SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op1', 'PROCESS_PAYMENT'
 SELECT payflow.run_scheduler() AS not_due_yet;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op1';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op1';
 SELECT payflow.run_scheduler() AS retry_due;
 COMMIT;
 SELECT event_type, (body ->> 'attempt')::int AS attempt, body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS same_input
@@ -27,7 +27,7 @@ SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt FROM payflow.
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op2', 'PROCESS_PAYMENT', 'dead-worker') c;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op2';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op2';
 SELECT payflow.run_scheduler() AS lease_expired;
 COMMIT;
 SELECT status, attempt, last_error ->> 'code' AS code FROM payflow.steps WHERE operation_id = :'op2';
@@ -39,25 +39,25 @@ SELECT c ->> 'status' AS status FROM payflow.complete_step(:'op2', 'PROCESS_PAYM
 -- scheduler emits it again, but not while an event of the payment is still
 -- in the outbox (that one will be delivered)
 SET payflow.stuck_after = '60s';
-UPDATE payflow.steps SET pending_since = now() - interval '61 seconds' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_pending_since = now() - interval '61 seconds' WHERE id = :'op3';
 INSERT INTO payflow.outbox (event_id, operation_id, event_type, destination, message_group_id, body)
 VALUES (gen_random_uuid(), :'op3', 'PaymentRequested', 'payment-requests', 'sch-3', '{}');
 SELECT payflow.run_scheduler() AS still_in_outbox;
 DELETE FROM payflow.outbox WHERE operation_id = :'op3';
 SELECT payflow.run_scheduler() AS rearmed_not_yet;
-UPDATE payflow.steps SET pending_since = now() - interval '61 seconds' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_pending_since = now() - interval '61 seconds' WHERE id = :'op3';
 SELECT payflow.run_scheduler() AS stuck_redriven;
 SELECT event_type, (body ->> 'attempt')::int AS attempt FROM payflow.outbox WHERE operation_id = :'op3';
 SELECT pending_since > now() - interval '1 second' AS rearmed FROM payflow.steps WHERE operation_id = :'op3';
 
 -- a step of a running worker (live lease) is never touched
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT', 'w') c;
-UPDATE payflow.steps SET claimed_at = now() - interval '1 day' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_claimed_at = now() - interval '1 day' WHERE id = :'op3';
 SELECT payflow.run_scheduler() AS live_lease_untouched;
 
 -- bounded: max_rows per kind
 SELECT count(payflow.submit('sch-many-' || n, '{}')) AS submitted FROM generate_series(1, 5) n;
-UPDATE payflow.steps SET pending_since = now() - interval '1 hour' WHERE status = 'PENDING';
+UPDATE payflow.operations SET step_pending_since = now() - interval '1 hour' WHERE step_status = 'PENDING';
 TRUNCATE payflow.outbox;
 SELECT (payflow.run_scheduler(2) ->> 'stuckRedriven')::int AS bounded;
 SELECT * FROM pf_try($$SELECT payflow.run_scheduler(0)$$);
@@ -66,11 +66,11 @@ SELECT * FROM pf_try($$SELECT payflow.run_scheduler(0)$$);
 -- where the last call stopped, so an expired lease behind many open steps
 -- is found within (open steps / (10 x max_rows)) + 1 calls, not at once;
 -- at the end the sweep starts over from the first
-UPDATE payflow.steps SET pending_since = now() WHERE status = 'PENDING';
+UPDATE payflow.operations SET step_pending_since = now() WHERE step_status = 'PENDING';
 SELECT count(payflow.submit('sch-sweep-' || n, '{}')) AS submitted FROM generate_series(1, 30) n;
 SELECT max(id) AS op_last FROM payflow.operations WHERE payment_id LIKE 'sch-sweep-%' \gset
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op_last', 'PROCESS_PAYMENT', 'w-sweep', 60) c;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op_last';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op_last';
 SELECT count(*) AS open_steps FROM payflow.steps WHERE finished_at IS NULL \gset
 UPDATE payflow.scheduler_sweep SET after_operation = '';
 CREATE FUNCTION pg_temp.calls_to_expire(p_max integer) RETURNS integer

@@ -16,7 +16,7 @@ SELECT c ->> 'action' AS action, c ->> 'reason' AS reason
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-a') c;
 
 -- heartbeat renews the holder's lease only
-UPDATE payflow.steps SET lease_expires_at = now() + interval '5 seconds' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_lease_expires_at = now() + interval '5 seconds' WHERE id = :'op';
 SELECT payflow.heartbeat(:'op', 'PROCESS_PAYMENT', 'worker-a', 600) AS renewed;
 SELECT lease_expires_at > now() + interval '9 minutes' AS extended FROM payflow.steps WHERE operation_id = :'op';
 SELECT payflow.heartbeat(:'op', 'PROCESS_PAYMENT', 'worker-b') AS not_holder;
@@ -46,7 +46,7 @@ SELECT c ->> 'action' AS action, c ->> 'reason' AS reason
 -- once due: run again, attempt 2
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-b') c;
 COMMIT;
@@ -56,7 +56,7 @@ SELECT (f ->> 'nextAttemptAt')::timestamptz BETWEEN now() + interval '59 seconds
 -- Retry-After from the far side lengthens the delay (capped by retry_max_delay)
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-c') c;
 COMMIT;
@@ -67,17 +67,17 @@ SELECT (f ->> 'nextAttemptAt')::timestamptz BETWEEN now() + interval '299 second
 -- holder's late report is refused (PF004) once the step was taken over
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-c') c;
 COMMIT;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op';
 SELECT payflow.heartbeat(:'op', 'PROCESS_PAYMENT', 'worker-c') AS expired_but_unclaimed_still_renews;
 COMMIT;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt, (c ->> 'takeover')::boolean AS takeover
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-d') c;
 COMMIT;
@@ -144,7 +144,7 @@ SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op3';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3', 'PROCESS_PAYMENT', 'w') c;
 COMMIT;
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3', 'PROCESS_PAYMENT', 'w', '{"code": "HYT00"}', true) f;
@@ -158,7 +158,7 @@ SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3u', 'PROCESS_PAYMENT
 	'{"code": "HYT00", "message": "cut off", "outcomeUnknown": true}', true) f;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op3u';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op3u';
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op3u', 'PROCESS_PAYMENT', 'w') c;
 COMMIT;
 SELECT f ->> 'action' AS action FROM payflow.fail_step(:'op3u', 'PROCESS_PAYMENT', 'w',
@@ -174,12 +174,12 @@ SELECT payflow.submit('steps-4', '{"amount": 40}') AS op4 \gset
 SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w1') c;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op4';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op4';
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w2') c;
 COMMIT;
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op4';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op4';
 SELECT c ->> 'action' AS action, c ->> 'reason' AS reason FROM payflow.claim_step(:'op4', 'PROCESS_PAYMENT', 'w3') c;
 COMMIT;
 SELECT status, error ->> 'code' AS code FROM payflow.operations WHERE id = :'op4';
@@ -192,7 +192,7 @@ SELECT payflow.save_step_ref(:'op5', 'PROCESS_PAYMENT', 'w1', 'LEGACY-JOB-77') A
 SELECT * FROM pf_try(format($$SELECT payflow.save_step_ref(%L, 'PROCESS_PAYMENT', 'w2', 'X')$$, :'op5'));
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET lease_expires_at = now() - interval '1 second' WHERE operation_id = :'op5';
+UPDATE payflow.operations SET step_lease_expires_at = now() - interval '1 second' WHERE id = :'op5';
 SELECT c ->> 'externalRef' AS resumes, (c ->> 'takeover')::boolean AS takeover
   FROM payflow.claim_step(:'op5', 'PROCESS_PAYMENT', 'w2') c;
 COMMIT;

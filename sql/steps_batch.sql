@@ -96,7 +96,7 @@ SELECT payment_id, status FROM payflow.operations WHERE id IN (:'op3', :'op4') O
 -- a due retry is claimed by the fast path again (attempt 2)
 -- in one transaction: the scheduler running beside the test must not act on it first
 BEGIN;
-UPDATE payflow.steps SET next_attempt_at = now() - interval '1 second' WHERE operation_id = :'op3';
+UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op3';
 SELECT c.answer ->> 'action' AS action, (c.answer ->> 'attempt')::int AS attempt
   FROM payflow.claim_steps('PROCESS_PAYMENT', 'bw-3', ARRAY[:'op3']) c;
 COMMIT;

@@ -197,11 +197,12 @@ q <<-'SQL' >/dev/null
 	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), 'bench-old-' || g, 'bench-old-' || g, '\x00', 'COMPLETED',
 		   'CREATE_INVOICE', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
 	  FROM generate_series(1, 300000) g;
-	INSERT INTO payflow.steps (operation_id, step_name, status, attempt, input_ref, claimed_at, finished_at)
-	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), st, 'SUCCEEDED', 1, '{}', now() - interval '2 days', now() - interval '2 days'
+	INSERT INTO payflow.step_results (operation_id, step_name, attempt, created_at, claimed_at, finished_at)
+	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), st, 1, now() - interval '2 days', now() - interval '2 days',
+		   now() - interval '2 days'
 	  FROM generate_series(1, 300000) g, unnest(ARRAY['PROCESS_PAYMENT', 'POST_PROCESS', 'CREATE_INVOICE']) st;
 	VACUUM ANALYZE payflow.operations;
-	VACUUM ANALYZE payflow.steps;
+	VACUUM ANALYZE payflow.step_results;
 	SQL
 metrics_big=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
 pages_big=$(pages_of "$metrics_body")
@@ -213,11 +214,7 @@ q <<-'SQL' >/dev/null
 	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash, request_ref)
 	SELECT 'pay_WAIT' || lpad(g::text, 22, '0'), 'bench-wait-' || g, 'bench-wait-' || g, '\x00', '{}'
 	  FROM generate_series(1, 100000) g;
-	INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-	SELECT 'pay_WAIT' || lpad(g::text, 22, '0'), 'PROCESS_PAYMENT', '{}', now()
-	  FROM generate_series(1, 100000) g;
 	VACUUM ANALYZE payflow.operations;
-	VACUUM ANALYZE payflow.steps;
 	SQL
 metrics_backlog=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
 pages_backlog=$(pages_of "$metrics_body")

@@ -41,9 +41,9 @@ CREATE TABLE payflow.admin_actions (
 
 -- One row per step attempt that ended without success (the steps table
 -- keeps only the latest attempt): who ran it, when, and how it ended.
--- Written by a trigger on payflow.steps whose WHEN clause skips
--- heartbeats, claims and successes: the attempt that succeeded is the
--- steps row itself (admin_operation shows it from there), so the common
+-- Written by a trigger on payflow.operations (step_attempts.sql) whose
+-- WHEN clause skips heartbeats, claims and successes: the attempt that
+-- succeeded is the step's step_results row (admin_operation shows it), so the common
 -- path -- every step right the first time -- writes nothing more than
 -- before (0.4.0's bench: the row per success cost 0.8 KB of WAL per
 -- operation).  Deleted with its operation (purge) by a statement trigger
@@ -212,35 +212,6 @@ CREATE FUNCTION payflow._admin_id_floor(ts timestamptz) RETURNS text
 	  FROM (SELECT greatest(least(floor(extract(epoch FROM ts) * 1000)::bigint, 281474976710655), 0) AS ms) t,
 		   generate_series(0, 9) i
 $$;
-
--- The trigger of step_attempts (see the table).
-CREATE FUNCTION payflow._record_step_attempt() RETURNS trigger
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	IF OLD.status = 'RUNNING' THEN
-		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
-		VALUES (NEW.operation_id, NEW.step_name, OLD.attempt, OLD.lease_owner, OLD.claimed_at,
-				-- still RUNNING with a new attempt: another worker took the step over
-				CASE WHEN NEW.status = 'RUNNING' THEN 'lease_expired' ELSE NEW.status END,
-				CASE WHEN NEW.status IN ('RETRY_WAIT', 'FAILED') THEN NEW.last_error END);
-	ELSE
-		-- finished without a RUNNING row of its own (claim and outcome in one statement)
-		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
-		VALUES (NEW.operation_id, NEW.step_name, NEW.attempt, NEW.lease_owner, NEW.claimed_at, NEW.status,
-				CASE WHEN NEW.status = 'FAILED' THEN NEW.last_error END);
-	END IF;
-	RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER steps_attempt_ended AFTER UPDATE ON payflow.steps
-	FOR EACH ROW
-	WHEN (NEW.status <> 'SUCCEEDED'
-		  AND ((OLD.status = 'RUNNING' AND (NEW.status <> 'RUNNING' OR NEW.attempt <> OLD.attempt))
-			   OR (OLD.status <> 'RUNNING' AND OLD.status <> NEW.status AND NEW.status = 'FAILED'
-				   AND NEW.attempt > 0)))
-	EXECUTE FUNCTION payflow._record_step_attempt();
 
 CREATE FUNCTION payflow._forget_step_attempts() RETURNS trigger
 	LANGUAGE plpgsql
@@ -601,49 +572,6 @@ BEGIN
 END
 $$;
 
--- Steps that should be moving and are not, among the open steps (each
--- operation in flight's current_step, operations_open_idx): RUNNING past
--- their lease, PENDING for longer than payflow.stuck_after, RETRY_WAIT
--- more than a minute past their time.
--- limit (default 100) per kind.  {"items":[…]}
-CREATE FUNCTION payflow.admin_stuck(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
-	LANGUAGE plpgsql STABLE SECURITY DEFINER
-	SET search_path = pg_catalog, payflow, pg_temp
-	AS $$
-DECLARE
-	k payflow.api_keys := payflow._admin_key(admin_key);
-	f jsonb := payflow._admin_filters(filters, ARRAY['limit']);
-	v_limit integer := payflow._admin_limit(f, 100, 500);
-	v_stuck_after interval := payflow._seconds('stuck_after');
-BEGIN
-	RETURN jsonb_build_object('stuckAfterSeconds', extract(epoch FROM v_stuck_after)::integer, 'items', (
-		SELECT coalesce(jsonb_agg(jsonb_build_object(
-				   'operationId', s.operation_id, 'step', s.step_name, 'stepStatus', s.status,
-				   'reason', s.reason, 'attempt', s.attempt, 'worker', s.lease_owner,
-				   'since', payflow._iso(s.since), 'operationStatus', o.status, 'tenant', o.tenant)
-				   ORDER BY s.since), '[]')
-		  FROM (
-			(SELECT x.*, 'lease_expired' AS reason, x.lease_expires_at AS since
-			   FROM payflow.operations f
-			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
-								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
-			  WHERE f.terminal_at IS NULL AND x.status = 'RUNNING' AND x.lease_expires_at < now()
-			  ORDER BY x.claimed_at LIMIT v_limit)
-			UNION ALL
-			(SELECT x.*, 'pending_too_long', x.pending_since
-			   FROM payflow.operations f
-			  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
-								   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
-			  WHERE f.terminal_at IS NULL AND x.status = 'PENDING' AND x.pending_since < now() - v_stuck_after
-			  ORDER BY x.pending_since LIMIT v_limit)
-			UNION ALL
-			(SELECT x.*, 'retry_overdue', x.next_attempt_at FROM payflow.steps x
-			  WHERE x.next_attempt_at < now() - interval '1 minute' AND x.status = 'RETRY_WAIT'
-			  ORDER BY x.next_attempt_at LIMIT v_limit)) s
-		  JOIN payflow.operations o ON o.id = s.operation_id));
-END
-$$;
-
 -- Figures for the console's charts: payflow.metrics() now, and the
 -- operations that ended over the last hour (window "hour", per minute) or
 -- day ("day", per 15 minutes), by status, through the terminal_at index.
@@ -713,7 +641,6 @@ REVOKE ALL ON FUNCTION
 	payflow._admin_id_floor(timestamptz),
 	payflow._admin_ids(jsonb),
 	payflow._admin_operation_row(payflow.operations),
-	payflow._record_step_attempt(),
 	payflow._forget_step_attempts(),
 	payflow.create_admin_key(text),
 	payflow.admin_whoami(text),
@@ -725,7 +652,6 @@ REVOKE ALL ON FUNCTION
 	payflow.admin_replay_dead_letters(text, jsonb),
 	payflow.admin_webhook_failures(text, jsonb),
 	payflow.admin_replay_webhook_failures(text, jsonb),
-	payflow.admin_stuck(text, jsonb),
 	payflow.admin_metrics(text, jsonb)
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.create_admin_key(text) TO payflow_admin;
@@ -739,6 +665,5 @@ GRANT EXECUTE ON FUNCTION
 	payflow.admin_replay_dead_letters(text, jsonb),
 	payflow.admin_webhook_failures(text, jsonb),
 	payflow.admin_replay_webhook_failures(text, jsonb),
-	payflow.admin_stuck(text, jsonb),
 	payflow.admin_metrics(text, jsonb)
 	TO payflow_console;

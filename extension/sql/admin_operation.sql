@@ -53,8 +53,8 @@ BEGIN
 			  FROM (SELECT x.step_name, x.attempt, x.worker, x.started_at, x.finished_at, x.outcome, x.error, x.id AS n
 					  FROM payflow.step_attempts x WHERE x.operation_id = o.id
 					UNION ALL
-					SELECT s.step_name, s.attempt, s.lease_owner, s.claimed_at, s.finished_at, s.status, NULL, NULL
-					  FROM payflow.steps s WHERE s.operation_id = o.id AND s.status = 'SUCCEEDED') a
+					SELECT r.step_name, r.attempt, r.lease_owner, r.claimed_at, r.finished_at, 'SUCCEEDED', NULL, NULL
+					  FROM payflow.step_results r WHERE r.operation_id = o.id) a
 			  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = a.step_name),
 		'payloads', (
 			SELECT coalesce(jsonb_agg(jsonb_build_object(

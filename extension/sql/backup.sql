@@ -38,7 +38,7 @@ BEGIN
 			('payflow.step_definitions', 'WHERE pipeline_version > 1'),
 			('payflow.operations', ''),
 			('payflow.operation_history', ''),
-			('payflow.steps', ''),
+			('payflow.step_results', ''),
 			('payflow.outbox_events', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),

@@ -164,13 +164,6 @@ BEGIN
 END
 $$;
 
--- Locks a step's row (after its operation's); all NULL when it does not exist.
-CREATE FUNCTION payflow._lock_step(p_operation_id text, p_step text) RETURNS payflow.steps
-	LANGUAGE sql
-	AS $$
-	SELECT * FROM payflow.steps WHERE operation_id = p_operation_id AND step_name = p_step FOR UPDATE
-$$;
-
 -- The definition of a step by name in the newest version that has it,
 -- else 22023.  Step functions check names with it before they know the
 -- operation, then read the operation's own version (_step_of).

@@ -7,7 +7,7 @@
 -- (payflow._outbox_cursor) by outbox_seq_idx: a sequential scan read every
 -- page of the outbox's heap at each scrape, and while a snapshot is held
 -- open those are all the rows acked since.
-CREATE FUNCTION payflow._outbox_figures() RETURNS jsonb
+CREATE OR REPLACE FUNCTION payflow._outbox_figures() RETURNS jsonb
 	LANGUAGE plpgsql STABLE
 	SET enable_seqscan = off
 	-- a disabled node costs 1e10, which would JIT-compile every call (200 ms)
@@ -34,30 +34,34 @@ $$;
 -- last hour belongs to an operation still in flight or to one that ended
 -- since, so those two sets' steps are all there is to read for it.  Its
 -- cost follows the work in flight and the last hour, not the retention.
-CREATE FUNCTION payflow.metrics() RETURNS jsonb
+CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 	LANGUAGE sql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 	WITH in_flight AS MATERIALIZED (
-		SELECT o.id, o.status, o.updated_at, o.current_step
+		SELECT o.id, o.status, o.updated_at, o.current_step AS step_name, o.step_status
 		  FROM payflow.operations o
 		 WHERE o.terminal_at IS NULL	-- operations_open_idx's predicate
 	), active AS (
-		-- each operation's steps by a probe of steps_pkey (LATERAL ... OFFSET 0
-		-- keeps it a nested loop): a merge or hash join would read the steps
-		-- of every retained operation
-		SELECT s.operation_id, s.step_name, s.status AS step_status, o.status, o.updated_at
-		  FROM in_flight o
-		 CROSS JOIN LATERAL (SELECT t.operation_id, t.step_name, t.status FROM payflow.steps t
-							  WHERE t.operation_id = o.id AND t.step_name = o.current_step OFFSET 0) s
-		 WHERE s.status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
+		-- each operation's open step is in its row
+		SELECT step_name, step_status, status, updated_at
+		  FROM in_flight
+		 WHERE step_status IN ('PENDING', 'RUNNING', 'RETRY_WAIT')
 	), recent AS MATERIALIZED (
-		SELECT id, status FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
+		SELECT id, status, current_step, step_status, step_claimed_at, terminal_at
+		  FROM payflow.operations WHERE terminal_at > now() - interval '1 hour'
 	), finished AS (
-		SELECT s.step_name, s.status, extract(epoch FROM s.finished_at - s.claimed_at) AS run_seconds
+		-- the steps done, by a probe of step_results_pkey per operation
+		-- (LATERAL ... OFFSET 0 keeps it a nested loop): a merge or hash join
+		-- would read those of every retained operation
+		SELECT r.step_name, 'SUCCEEDED' AS status, extract(epoch FROM r.finished_at - r.claimed_at) AS run_seconds
 		  FROM (SELECT id FROM in_flight UNION ALL SELECT id FROM recent) o
-		 CROSS JOIN LATERAL (SELECT t.step_name, t.status, t.finished_at, t.claimed_at FROM payflow.steps t
-							  WHERE t.operation_id = o.id AND t.finished_at > now() - interval '1 hour' OFFSET 0) s
+		 CROSS JOIN LATERAL (SELECT t.step_name, t.finished_at, t.claimed_at FROM payflow.step_results t
+							  WHERE t.operation_id = o.id AND t.finished_at > now() - interval '1 hour' OFFSET 0) r
+		UNION ALL
+		-- and the steps operations ended on
+		SELECT o.current_step, o.step_status, extract(epoch FROM o.terminal_at - o.step_claimed_at)
+		  FROM recent o WHERE o.step_status IN ('FAILED', 'CANCELLED')
 	)
 	SELECT jsonb_build_object(
 		'operations', (

@@ -4,10 +4,25 @@
 -- one statement that creates an operation, and what the application calls:
 -- submit, submit_ref, status, history, cancel and changes.
 
+-- Appends a status change's history row and wakes the listeners; the
+-- caller changed the status (operations_transition checked the move) and
+-- holds the operation's row lock.
+CREATE OR REPLACE FUNCTION payflow._status_recorded(p_operation_id text, p_from text, p_to text,
+													p_reason text, p_actor text)
+	RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
+	VALUES (p_operation_id, p_from, p_to, left(p_reason, 500), p_actor);
+	PERFORM payflow._status_changed();
+END
+$$;
+
 -- Changes an operation's status and appends the history row; the trigger
 -- operations_transition checks the move.  The caller holds the operation's
 -- row lock.
-CREATE FUNCTION payflow._set_status(p_operation_id text, p_from text, p_to text,
+CREATE OR REPLACE FUNCTION payflow._set_status(p_operation_id text, p_from text, p_to text,
 									p_reason text, p_actor text)
 	RETURNS void
 	LANGUAGE plpgsql
@@ -18,49 +33,46 @@ BEGIN
 		   updated_at = now(),
 		   terminal_at = CASE WHEN payflow._is_terminal(p_to) THEN now() END
 	 WHERE id = p_operation_id;
-	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-	VALUES (p_operation_id, p_from, p_to, left(p_reason, 500), p_actor);
-	PERFORM payflow._status_changed();
+	PERFORM payflow._status_recorded(p_operation_id, p_from, p_to, p_reason, p_actor);
 END
 $$;
 
--- Fails an operation at a step: step FAILED, operation FAILED, a dead
--- letter, and its version's failed event (OperationFailed).  Caller holds
--- both row locks.
-CREATE FUNCTION payflow._fail_operation(o payflow.operations, s payflow.steps,
-										p_error jsonb, p_actor text)
+-- Fails an operation at its open step: step FAILED, operation FAILED (one
+-- update of its row), a dead letter, and its version's failed event
+-- (OperationFailed).  The caller holds the row lock.
+CREATE OR REPLACE FUNCTION payflow._fail_operation(o payflow.operations, p_error jsonb, p_actor text)
 	RETURNS void
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
 	v_summary jsonb := payflow._mask_card_numbers(jsonb_strip_nulls(jsonb_build_object(
-		'step', s.step_name,
+		'step', o.current_step,
 		'code', p_error -> 'code',
 		'message', p_error -> 'message')));
 BEGIN
-	UPDATE payflow.steps
-	   SET status = 'FAILED', last_error = p_error, finished_at = now(),
-		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
-	 WHERE operation_id = s.operation_id AND step_name = s.step_name;
-	PERFORM payflow._set_status(o.id, o.status, 'FAILED',
-								coalesce(v_summary ->> 'message', v_summary ->> 'code', 'failed'), p_actor);
-	UPDATE payflow.operations SET error = v_summary WHERE id = o.id;
+	UPDATE payflow.operations
+	   SET status = 'FAILED', updated_at = now(), terminal_at = now(), error = v_summary,
+		   step_status = 'FAILED', step_last_error = p_error,
+		   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL
+	 WHERE id = o.id;
+	PERFORM payflow._status_recorded(o.id, o.status, 'FAILED',
+									 coalesce(v_summary ->> 'message', v_summary ->> 'code', 'failed'), p_actor);
 	INSERT INTO payflow.dead_letters (source, operation_id, step_name, error, attempts)
-	VALUES ('step', o.id, s.step_name, payflow._mask_card_numbers(p_error), s.attempt);
+	VALUES ('step', o.id, o.current_step, payflow._mask_card_numbers(p_error), o.step_attempt);
 	PERFORM payflow._emit(o.id, o.payment_id, o.correlation_id,
 						  (SELECT p.failed_event FROM payflow.pipelines p WHERE p.version = o.pipeline_version),
-						  'operation-events', s.attempt,
-						  jsonb_build_object('status', 'FAILED', 'failedStep', s.step_name, 'error', v_summary));
+						  'operation-events', o.step_attempt,
+						  jsonb_build_object('status', 'FAILED', 'failedStep', o.current_step, 'error', v_summary));
 END
 $$;
 
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement
--- writes all five rows: submit is the hottest path and every statement
+-- writes all four rows (the first step opens in the operation's row): submit is the hottest path and every statement
 -- costs an executor start-up.  The operation starts on the newest pipeline
 -- version, in its first step's ready status, with that step's request.
-CREATE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
+CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text, p_request_hash bytea,
 										  p_request_ref jsonb, p_content bytea)
 	RETURNS text
@@ -98,9 +110,6 @@ BEGIN
 		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
 		  FROM op WHERE p_content IS NOT NULL
-	), step AS (
-		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-		SELECT op.id, op.current_step, v_ref, now() FROM op
 	), history AS (
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
@@ -138,7 +147,7 @@ $$;
 -- #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): an event naming one would
 -- be refused at every try of the relay.  The same class of bad input as a
 -- control character, so the same SQLSTATE (22023).
-CREATE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
+CREATE OR REPLACE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
 BEGIN
@@ -154,7 +163,7 @@ END
 $$;
 
 -- Validates the arguments submit and submit_ref share.
-CREATE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
+CREATE OR REPLACE FUNCTION payflow._require_submit(payment_id text, idempotency_key text, correlation_id text)
 	RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
@@ -177,7 +186,7 @@ $$;
 ---------------------------------------------------------------------------
 
 -- Creates an operation for a payment request and returns its id at once.
-CREATE FUNCTION payflow.submit(payment_id text, details jsonb,
+CREATE OR REPLACE FUNCTION payflow.submit(payment_id text, details jsonb,
 							   idempotency_key text DEFAULT NULL,
 							   correlation_id text DEFAULT NULL)
 	RETURNS text
@@ -209,7 +218,7 @@ $$;
 
 -- Same as submit, for a request whose payload is already stored (S3, or a
 -- "pg" payload written earlier); only its reference is kept.
-CREATE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
+CREATE OR REPLACE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
 								   idempotency_key text DEFAULT NULL,
 								   correlation_id text DEFAULT NULL)
 	RETURNS text
@@ -262,7 +271,7 @@ $$;
 
 -- The status document of an operation of the current tenant (another
 -- tenant's operation is reported like an unknown one: PF003; see _visible).
-CREATE FUNCTION payflow.status(operation_id text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION payflow.status(operation_id text) RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -275,9 +284,12 @@ BEGIN
 			   'paymentId', o.payment_id,
 			   'status', o.status,
 			   'currentStep', o.current_step,
-			   'attempts', coalesce(s.attempt, 0),
-			   'nextAttemptAt', payflow._iso(s.next_attempt_at),
-			   'error', coalesce(o.error, CASE WHEN s.status = 'RETRY_WAIT' THEN s.last_error END),
+			   'attempts', CASE WHEN o.step_status = 'SUCCEEDED'
+								THEN (SELECT r.attempt FROM payflow.step_results r
+									   WHERE r.operation_id = o.id AND r.step_name = o.current_step)
+								ELSE o.step_attempt END,
+			   'nextAttemptAt', payflow._iso(o.step_next_attempt_at),
+			   'error', coalesce(o.error, CASE WHEN o.step_status = 'RETRY_WAIT' THEN o.step_last_error END),
 			   'result', o.result,
 			   'correlationId', o.correlation_id,
 			   'terminal', payflow._is_terminal(o.status),
@@ -286,7 +298,6 @@ BEGIN
 			   'completedAt', payflow._iso(o.terminal_at))
 	  INTO v_doc
 	  FROM payflow.operations o
-	  LEFT JOIN payflow.steps s ON s.operation_id = o.id AND s.step_name = o.current_step
 	 WHERE o.id = status.operation_id AND payflow._visible(o.tenant);
 	IF v_doc IS NULL THEN
 		PERFORM payflow._unknown_operation(operation_id);
@@ -296,7 +307,7 @@ END
 $$;
 
 -- The status transitions of an operation of the current tenant, oldest first.
-CREATE FUNCTION payflow.history(operation_id text)
+CREATE OR REPLACE FUNCTION payflow.history(operation_id text)
 	RETURNS TABLE (at timestamptz, from_status text, to_status text, reason text, actor text)
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -317,7 +328,7 @@ $$;
 
 -- Cancels a PENDING operation of the current tenant.  False if it was already cancelled; PF006
 -- if it ended otherwise; PF001 once a worker has started it.
-CREATE FUNCTION payflow.cancel(operation_id text, reason text DEFAULT NULL) RETURNS boolean
+CREATE OR REPLACE FUNCTION payflow.cancel(operation_id text, reason text DEFAULT NULL) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -337,13 +348,13 @@ BEGIN
 	ELSIF payflow._is_terminal(o.status) THEN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
 	END IF;
-	PERFORM payflow._set_status(o.id, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
 	UPDATE payflow.operations
-	   SET error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason))
+	   SET status = 'CANCELLED', updated_at = now(), terminal_at = now(),
+		   error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason)),
+		   step_status = CASE WHEN step_status IN ('PENDING', 'RETRY_WAIT') THEN 'CANCELLED' ELSE step_status END,
+		   step_pending_since = NULL, step_next_attempt_at = NULL
 	 WHERE id = o.id;
-	UPDATE payflow.steps
-	   SET status = 'CANCELLED', pending_since = NULL, next_attempt_at = NULL, finished_at = now()
-	 WHERE steps.operation_id = o.id AND status IN ('PENDING', 'RETRY_WAIT');
+	PERFORM payflow._status_recorded(o.id, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
 	RETURN true;
 END
 $$;
@@ -352,7 +363,7 @@ $$;
 -- history id after_id, for event streams (the HTTP edge's SSE).  Ids grow
 -- in commit order within one operation (its row lock serialises them), not
 -- across operations: callers keep a last-seen id per operation.
-CREATE FUNCTION payflow.changes(operation_ids text[], after_id bigint DEFAULT 0)
+CREATE OR REPLACE FUNCTION payflow.changes(operation_ids text[], after_id bigint DEFAULT 0)
 	RETURNS TABLE (operation_id text, id bigint, at timestamptz, from_status text,
 				   to_status text, reason text, terminal boolean)
 	LANGUAGE plpgsql STABLE SECURITY DEFINER

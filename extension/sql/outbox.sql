@@ -153,17 +153,17 @@ BEGIN
 END
 $$;
 
--- Emits the event that asks a worker to run a step (first run, retry,
--- re-drive or replay).
-CREATE OR REPLACE FUNCTION payflow._emit_step_request(o payflow.operations, s payflow.steps)
+-- Emits the event that asks a worker to run the operation's open step
+-- (retry, re-drive or replay).
+CREATE OR REPLACE FUNCTION payflow._emit_step_request(o payflow.operations)
 	RETURNS uuid
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
-	d payflow.step_definitions := payflow._step_of(o.pipeline_version, s.step_name);
+	d payflow.step_definitions := payflow._step_of(o.pipeline_version, o.current_step);
 BEGIN
 	RETURN payflow._emit(o.id, o.payment_id, o.correlation_id, d.request_event, d.destination,
-						 s.attempt + 1, jsonb_build_object(d.input_field, s.input_ref));
+						 o.step_attempt + 1, jsonb_build_object(d.input_field, coalesce(o.step_input_ref, o.request_ref)));
 END
 $$;
 

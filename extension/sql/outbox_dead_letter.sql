@@ -24,7 +24,6 @@ CREATE FUNCTION payflow.outbox_dead_letter(event_id uuid, error text, relay_id t
 DECLARE
 	e payflow.outbox;
 	o payflow.operations;
-	s payflow.steps;
 	v_error jsonb;
 BEGIN
 	IF event_id IS NULL THEN
@@ -51,10 +50,8 @@ BEGIN
 	SELECT * INTO o FROM payflow.operations x WHERE x.id = e.operation_id FOR UPDATE;
 	IF FOUND AND NOT payflow._is_terminal(o.status)
 	   AND (payflow._step_of(o.pipeline_version, o.current_step)).request_event = e.event_type THEN
-		SELECT * INTO s FROM payflow.steps x
-		 WHERE x.operation_id = o.id AND x.step_name = o.current_step FOR UPDATE;
-		IF FOUND AND s.status IN ('PENDING', 'RETRY_WAIT') THEN
-			PERFORM payflow._fail_operation(o, s, v_error, 'relay:' || relay_id);
+		IF o.step_status IN ('PENDING', 'RETRY_WAIT') THEN
+			PERFORM payflow._fail_operation(o, v_error, 'relay:' || relay_id);
 		END IF;
 	END IF;
 	RETURN true;

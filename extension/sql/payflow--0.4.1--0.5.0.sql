@@ -20,8 +20,81 @@
 -- signing for payflow.webhook_secret_overlap, and payflow_admin no longer
 -- holds the webhook worker's role, whose webhook_target returns them
 -- (admin_roles.sql).
+-- Storage v2, phase 2: the open step moves into the operations row and a
+-- step that is done leaves a row in step_results; payflow.steps becomes a
+-- view of both (tables.sql, step_results.sql, the migration below).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
+
+-- Storage v2, phase 2: the open step in the operation's row.  What took a
+-- steps row goes first: the trigger and the functions whose arguments are
+-- of its row type.
+DROP TRIGGER steps_attempt_ended ON payflow.steps;
+DROP FUNCTION payflow._lock_step(text, text);
+DROP FUNCTION payflow._require_lease_holder(payflow.steps, text, text, text);
+DROP FUNCTION payflow._fail_operation(payflow.operations, payflow.steps, jsonb, text);
+DROP FUNCTION payflow._emit_step_request(payflow.operations, payflow.steps);
+
+-- (in tables.sql's order, at the end of the row as there)
+ALTER TABLE payflow.operations
+	ADD COLUMN step_input_ref jsonb,
+	ADD COLUMN step_created_at timestamptz NOT NULL DEFAULT now(),
+	ADD COLUMN step_external_ref text,
+	ADD COLUMN step_attempt integer NOT NULL DEFAULT 0,
+	ADD COLUMN step_claimed_at timestamptz,
+	ADD COLUMN step_lease_owner text,
+	ADD COLUMN step_status text NOT NULL DEFAULT 'PENDING'
+		CHECK (step_status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+	ADD COLUMN step_pending_since timestamptz DEFAULT now(),
+	ADD COLUMN step_next_attempt_at timestamptz,
+	ADD COLUMN step_last_error jsonb,
+	ADD COLUMN step_lease_expires_at timestamptz,
+	SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.05);
+CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
+	WHERE step_next_attempt_at IS NOT NULL;
+
+ALTER TABLE payflow.steps RENAME TO steps_0_4;
+--@@ include step_results.sql @@
+
+-- Each operation's current step, as it stands, into its row (an input
+-- equal to the request's is not written twice) ...
+UPDATE payflow.operations o
+   SET step_input_ref = CASE WHEN s.input_ref IS DISTINCT FROM o.request_ref THEN s.input_ref END,
+	   step_created_at = s.created_at, step_external_ref = s.external_ref, step_attempt = s.attempt,
+	   step_claimed_at = s.claimed_at, step_lease_owner = s.lease_owner, step_status = s.status,
+	   step_pending_since = s.pending_since, step_next_attempt_at = s.next_attempt_at,
+	   step_last_error = s.last_error, step_lease_expires_at = s.lease_expires_at
+  FROM payflow.steps_0_4 s
+ WHERE s.operation_id = o.id AND s.step_name = o.current_step;
+-- ... and every step that succeeded into step_results, its result only
+-- where no payload and no operation result holds it.
+INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, finished_at, attempt,
+								  lease_owner, external_ref, result_ref, completed_event_id, result)
+SELECT s.operation_id, s.step_name, s.created_at, s.claimed_at, coalesce(s.finished_at, now()), s.attempt,
+	   s.lease_owner, s.external_ref, s.result_ref, s.completed_event_id,
+	   CASE WHEN s.result_ref IS NULL
+				 AND (payflow._next_step(o.pipeline_version, d.position)).step_name IS NOT NULL
+			THEN s.result END
+  FROM payflow.steps_0_4 s
+  JOIN payflow.operations o ON o.id = s.operation_id
+  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = s.step_name
+ WHERE s.status = 'SUCCEEDED';
+ALTER EXTENSION payflow DROP TABLE payflow.steps_0_4;	-- (out of pg_dump's list too, as the outbox's below)
+DROP TABLE payflow.steps_0_4;
+REVOKE ALL ON payflow.step_results, payflow.steps FROM PUBLIC;
+GRANT SELECT ON payflow.step_results, payflow.steps TO payflow_admin;
+
+--@@ include operations.sql @@
+--@@ include payloads.sql @@
+--@@ include steps.sql @@
+--@@ include scheduler.sql @@
+--@@ include step_attempts.sql @@
+--@@ include admin_stuck.sql @@
+REVOKE ALL ON FUNCTION payflow._step_done(text, text),
+	payflow._status_recorded(text, text, text, text, text),
+	payflow._fail_operation(payflow.operations, jsonb, text),
+	payflow._require_lease_holder(payflow.operations, text, text)
+	FROM PUBLIC;
 
 --@@ include submit_many.sql @@
 
@@ -32,60 +105,6 @@ ALTER TABLE payflow.dead_letters DROP CONSTRAINT dead_letters_source_check,
 --@@ include authenticate.sql @@
 
 ALTER FUNCTION payflow._admin_bad(text, text) VOLATILE;
-
--- Identifiers that end up in hashes, message attributes and logs may not
--- hold control characters: the request hash of submit_ref joins fields with
--- newlines, and SQS refuses control characters in attribute values.  Nor
--- U+FFFE or U+FFFF, the only other characters PostgreSQL's UTF-8 can hold
--- that SQS refuses in a message body or attribute (it takes #x9, #xA, #xD,
--- #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): an event naming one would
--- be refused at every try of the relay.  The same class of bad input as a
--- control character, so the same SQLSTATE (22023).
-CREATE OR REPLACE FUNCTION payflow._require_printable(arg_name text, value text) RETURNS void
-	LANGUAGE plpgsql IMMUTABLE
-	AS $$
-BEGIN
-	IF value ~ '[[:cntrl:]]' THEN
-		RAISE EXCEPTION '% must not contain control characters', arg_name
-			USING ERRCODE = 'invalid_parameter_value';
-	ELSIF value ~ '[\uFFFE\uFFFF]' THEN
-		RAISE EXCEPTION '% must not contain U+FFFE or U+FFFF', arg_name
-			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = 'SQS refuses these characters in messages.';
-	END IF;
-END
-$$;
-
--- Creates an operation for a payment request and returns its id at once.
-CREATE OR REPLACE FUNCTION payflow.submit(payment_id text, details jsonb,
-							   idempotency_key text DEFAULT NULL,
-							   correlation_id text DEFAULT NULL)
-	RETURNS text
-	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, payflow, pg_temp
-	AS $$
-DECLARE
-	v_content bytea;
-BEGIN
-	-- The checks as one expression (no statement to run); only bad input
-	-- takes the helpers, which raise the precise error.
-	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
-	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]\uFFFE\uFFFF]'
-	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
-	   OR details IS NULL OR jsonb_typeof(details) <> 'object' THEN
-		PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
-		PERFORM payflow._require_object('details', details);
-	END IF;
-	v_content := convert_to(details::text, 'UTF8');
-	IF octet_length(v_content) > payflow._setting('payload_max_bytes')::bigint THEN
-		PERFORM payflow._require_size('details', octet_length(v_content));
-	END IF;
-	RETURN payflow._create_operation(
-		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
-		sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content),
-		NULL, v_content);
-END
-$$;
 
 -- Storage v2, phase 1: the outbox's log and work list (tables.sql).  The
 -- events waiting now move into the log with their seqs; the work list
@@ -141,7 +160,7 @@ GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_b
 --@@ include outbox.sql @@
 --@@ include purge.sql @@
 --@@ include admin_operation.sql @@
-REVOKE ALL ON FUNCTION payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
+REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;
 
 -- Webhook secrets sealed at rest (issue 26, M5): the clear column goes.
@@ -155,4 +174,5 @@ REVOKE ALL ON payflow._webhook_key FROM PUBLIC;
 GRANT SELECT (previous_until) ON payflow.webhooks TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() FROM PUBLIC;
 --@@ include admin_roles.sql @@
+--@@ include metrics.sql @@
 --@@ include backup.sql @@

@@ -81,6 +81,7 @@ $roles$;
 
 --@@ include tables.sql @@
 --@@ include outbox_log.sql @@
+--@@ include step_results.sql @@
 
 ---------------------------------------------------------------------------
 -- The transition check, derived from the pipeline definition (C, or its
@@ -233,6 +234,8 @@ CREATE POLICY history_for_admin ON payflow.operation_history FOR SELECT TO payfl
 
 --@@ include admin_operation.sql @@
 --@@ include admin.sql @@
+--@@ include step_attempts.sql @@
+--@@ include admin_stuck.sql @@
 
 --@@ include comments.sql @@
 

@@ -9,13 +9,13 @@
 -- Every key of an operation lies in [_payload_key(id, ''),
 -- _payload_keys_end(id)), so purge and the admin views find an operation's
 -- payloads by a range of the primary key ("0" follows "/" in "C" order).
-CREATE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
+CREATE OR REPLACE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
 	LANGUAGE sql IMMUTABLE PARALLEL SAFE
 	AS $$
 	SELECT 'payments/' || p_operation_id || '/' || p_name
 $$;
 
-CREATE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
+CREATE OR REPLACE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
 	LANGUAGE sql IMMUTABLE PARALLEL SAFE
 	AS $$
 	SELECT 'payments/' || p_operation_id || '0'
@@ -24,7 +24,7 @@ $$;
 -- Writes a payload of the "pg" store and returns its reference.  A key is
 -- written once: the same content again is a no-op, other content an error,
 -- so a reference already sent in an event can never change under a reader.
-CREATE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_content bytea)
+CREATE OR REPLACE FUNCTION payflow._payload_write(p_operation_id text, p_name text, p_content bytea)
 	RETURNS jsonb
 	LANGUAGE plpgsql
 	AS $$
@@ -51,7 +51,7 @@ END
 $$;
 
 -- Reads a payload of the "pg" store, verifying its checksum (PF005).
-CREATE FUNCTION payflow.payload_get(ref jsonb) RETURNS bytea
+CREATE OR REPLACE FUNCTION payflow.payload_get(ref jsonb) RETURNS bytea
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -84,7 +84,7 @@ $$;
 -- the running step may, and only under the step's result name: anyone else
 -- could take the key first, and the step's completion would then fail
 -- after the payment was made.
-CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
+CREATE OR REPLACE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
 									step text DEFAULT NULL, worker_id text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -93,7 +93,6 @@ CREATE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
 DECLARE
 	d payflow.step_definitions;
 	o payflow.operations;
-	s payflow.steps;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('name', name, 100);
@@ -116,9 +115,8 @@ BEGIN
 	d := payflow._step_definition(step);
 	d := payflow._require_step_of(o, d.step_name);
 	PERFORM payflow._require_worker(worker_id, 1);
-	SELECT * INTO s FROM payflow.steps t
-	 WHERE t.operation_id = payload_put.operation_id AND t.step_name = d.step_name;
-	IF s.status IS DISTINCT FROM 'RUNNING' OR s.lease_owner IS DISTINCT FROM worker_id THEN
+	IF o.current_step <> d.step_name OR o.step_status IS DISTINCT FROM 'RUNNING'
+	   OR o.step_lease_owner IS DISTINCT FROM worker_id THEN
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, d.step_name
 			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
 	ELSIF name IS DISTINCT FROM d.result_name THEN

@@ -51,7 +51,7 @@ BEGIN
 		 ORDER BY terminal_at LIMIT max_rows
 		   FOR UPDATE SKIP LOCKED
 	), del_steps AS (
-		DELETE FROM payflow.steps c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.step_results c USING ops WHERE c.operation_id = ops.id
 	), del_history AS (
 		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
 	), del_payloads AS (

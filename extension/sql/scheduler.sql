@@ -9,13 +9,12 @@
 
 -- Re-runs a FAILED operation from the step that failed, with a fresh
 -- attempt budget and the same idempotency key.  False if not FAILED.
-CREATE FUNCTION payflow.replay(operation_id text) RETURNS boolean
+CREATE OR REPLACE FUNCTION payflow.replay(operation_id text) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 DECLARE
 	o payflow.operations;
-	s payflow.steps;
 	d payflow.step_definitions;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
@@ -23,29 +22,25 @@ BEGIN
 	IF o.status <> 'FAILED' THEN
 		RETURN false;
 	END IF;
-	SELECT * INTO s FROM payflow.steps
-	 WHERE steps.operation_id = o.id AND status = 'FAILED' FOR UPDATE;
-	IF NOT FOUND THEN
+	IF o.step_status <> 'FAILED' THEN
 		RAISE EXCEPTION 'operation "%" has no failed step to replay', o.id
 			USING ERRCODE = 'PF001';
 	END IF;
-	d := payflow._step_of(o.pipeline_version, s.step_name);
+	d := payflow._step_of(o.pipeline_version, o.current_step);
 
 	-- the one FAILED -> ready move operations_transition lets through
 	PERFORM payflow._allow_replay(o.id);
-	PERFORM payflow._set_status(o.id, 'FAILED', d.ready_status, 'replay', session_user);
 	UPDATE payflow.operations
-	   SET error = NULL, current_step = s.step_name, payloads_purged_at = NULL
+	   SET status = d.ready_status, updated_at = now(), terminal_at = NULL,
+		   error = NULL, payloads_purged_at = NULL,
+		   step_attempt = 0, step_status = 'PENDING', step_pending_since = now(),
+		   step_next_attempt_at = NULL, step_lease_expires_at = NULL
 	 WHERE id = o.id
 	RETURNING * INTO o;
-	UPDATE payflow.steps
-	   SET status = 'PENDING', attempt = 0, pending_since = now(), finished_at = NULL,
-		   next_attempt_at = NULL, lease_expires_at = NULL
-	 WHERE steps.operation_id = o.id AND step_name = s.step_name
-	RETURNING * INTO s;
+	PERFORM payflow._status_recorded(o.id, 'FAILED', d.ready_status, 'replay', session_user);
 	UPDATE payflow.dead_letters SET replayed_at = now()
 	 WHERE dead_letters.operation_id = o.id AND replayed_at IS NULL;
-	PERFORM payflow._emit_step_request(o, s);
+	PERFORM payflow._emit_step_request(o);
 	RETURN true;
 END
 $$;
@@ -58,7 +53,7 @@ $$;
 --    This recovers operations whose message a queue lost;
 -- 3. due retries: the step's request event is emitted again.
 -- 1 and 2 come from a sweep of the operations in flight
--- (operations_open_idx), each with its one open step (current_step): no
+-- (operations_open_idx), each with its one open step in its row: no
 -- index names a lease or a status, so that claims, heartbeats and
 -- completions stay HOT updates.  A call looks at up to 10 x max_rows
 -- operations from where the last one stopped (payflow.scheduler_sweep) and
@@ -68,14 +63,13 @@ $$;
 -- states.  3 comes from steps_retry_idx by due time.  Each part handles at
 -- most max_rows rows; rows locked by a worker are skipped and seen next
 -- time.
-CREATE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
+CREATE OR REPLACE FUNCTION payflow.run_scheduler(max_rows integer DEFAULT 1000) RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
 DECLARE
 	r record;
 	o payflow.operations;
-	s payflow.steps;
 	d payflow.step_definitions;
 	v_max integer;
 	v_stuck_after interval := payflow._seconds('stuck_after');
@@ -98,11 +92,8 @@ BEGIN
 	-- second caller skips 1 and 2 this time.
 	SELECT * INTO v_sweep FROM payflow.scheduler_sweep FOR UPDATE SKIP LOCKED;
 	IF FOUND THEN
-		FOR r IN SELECT x.operation_id, x.step_name, x.status, x.lease_expires_at, x.pending_since
+		FOR r IN SELECT f.id, f.step_status, f.step_lease_expires_at, f.step_pending_since
 				   FROM payflow.operations f
-				   -- a probe of steps_pkey per operation (see metrics())
-				  CROSS JOIN LATERAL (SELECT t.* FROM payflow.steps t
-									   WHERE t.operation_id = f.id AND t.step_name = f.current_step OFFSET 0) x
 				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
 					-- byte-wise, as operations_open_idx orders them
 					AND f.id > v_sweep.after_operation COLLATE "C"
@@ -110,41 +101,39 @@ BEGIN
 		LOOP
 			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;
 			v_seen := v_seen + 1;
-			v_sweep.after_operation := r.operation_id;
-			CONTINUE WHEN NOT ((r.status = 'RUNNING' AND r.lease_expires_at < now())
-							   OR (r.status = 'PENDING' AND r.pending_since < now() - v_stuck_after));
-			SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
-			CONTINUE WHEN NOT FOUND;
-			s := payflow._lock_step(r.operation_id, r.step_name);
-			IF s.status = 'RUNNING' AND s.lease_expires_at < now() THEN
-				d := payflow._step_of(o.pipeline_version, s.step_name);
+			v_sweep.after_operation := r.id;
+			CONTINUE WHEN NOT ((r.step_status = 'RUNNING' AND r.step_lease_expires_at < now())
+							   OR (r.step_status = 'PENDING' AND r.step_pending_since < now() - v_stuck_after));
+			SELECT * INTO o FROM payflow.operations WHERE id = r.id FOR UPDATE SKIP LOCKED;
+			CONTINUE WHEN NOT FOUND OR o.terminal_at IS NOT NULL;
+			IF o.step_status = 'RUNNING' AND o.step_lease_expires_at < now() THEN
+				d := payflow._step_of(o.pipeline_version, o.current_step);
 				v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
-				IF s.attempt >= v_max THEN
-					PERFORM payflow._fail_operation(o, s,
+				IF o.step_attempt >= v_max THEN
+					PERFORM payflow._fail_operation(o,
 						jsonb_build_object('code', 'lease_expired',
-										   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+										   'message', format('lease expired on attempt %s of %s', o.step_attempt, v_max)),
 						'payflow scheduler');
 					v_failed := v_failed + 1;
 				ELSE
 					-- lease_owner stays: the late worker may still report its outcome
 					-- until another worker claims the step.  Due at once: part 3
 					-- below emits its request in this call.
-					UPDATE payflow.steps
-					   SET status = 'RETRY_WAIT', next_attempt_at = now(), lease_expires_at = NULL,
-						   last_error = jsonb_build_object('code', 'lease_expired',
-														   'message', format('lease of %s expired', s.lease_owner))
-					 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+					UPDATE payflow.operations
+					   SET step_status = 'RETRY_WAIT', step_next_attempt_at = now(), step_lease_expires_at = NULL,
+						   step_last_error = jsonb_build_object('code', 'lease_expired',
+																'message', format('lease of %s expired', o.step_lease_owner))
+					 WHERE id = o.id;
 					v_expired := v_expired + 1;
 				END IF;
-			ELSIF s.status = 'PENDING' AND s.pending_since < now() - v_stuck_after THEN
+			ELSIF o.step_status = 'PENDING' AND o.step_pending_since < now() - v_stuck_after THEN
 				-- Re-armed either way, so it is not stuck again until stuck_after.
-				UPDATE payflow.steps SET pending_since = now()
-				 WHERE operation_id = s.operation_id AND step_name = s.step_name;
+				UPDATE payflow.operations SET step_pending_since = now() WHERE id = o.id;
 				-- An event of this payment still in the outbox will be delivered;
 				-- another copy would only be a duplicate.
 				CONTINUE WHEN EXISTS (SELECT FROM payflow.outbox
 									   WHERE message_group_id = payflow._message_group_id(o.payment_id));
-				PERFORM payflow._emit_step_request(o, s);
+				PERFORM payflow._emit_step_request(o);
 				v_stuck := v_stuck + 1;
 			END IF;
 		END LOOP;
@@ -155,18 +144,18 @@ BEGIN
 		UPDATE payflow.scheduler_sweep SET after_operation = v_sweep.after_operation, updated_at = now() WHERE id;
 	END IF;
 
-	FOR r IN SELECT operation_id, step_name FROM payflow.steps
-			  WHERE next_attempt_at <= now() AND status = 'RETRY_WAIT'
-			  ORDER BY next_attempt_at LIMIT max_rows
+	FOR r IN SELECT f.id FROM payflow.operations f
+			  WHERE f.step_next_attempt_at <= now() AND f.step_status = 'RETRY_WAIT'
+			  ORDER BY f.step_next_attempt_at LIMIT max_rows
 	LOOP
-		SELECT * INTO o FROM payflow.operations WHERE id = r.operation_id FOR UPDATE SKIP LOCKED;
+		SELECT * INTO o FROM payflow.operations WHERE id = r.id FOR UPDATE SKIP LOCKED;
 		CONTINUE WHEN NOT FOUND;
-		s := payflow._lock_step(r.operation_id, r.step_name);
-		CONTINUE WHEN s.status IS DISTINCT FROM 'RETRY_WAIT' OR s.next_attempt_at > now();
-		UPDATE payflow.steps
-		   SET status = 'PENDING', pending_since = now(), next_attempt_at = NULL
-		 WHERE operation_id = s.operation_id AND step_name = s.step_name;
-		PERFORM payflow._emit_step_request(o, s);
+		CONTINUE WHEN o.step_status IS DISTINCT FROM 'RETRY_WAIT' OR o.step_next_attempt_at > now();
+		UPDATE payflow.operations
+		   SET step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL
+		 WHERE id = o.id
+		RETURNING * INTO o;
+		PERFORM payflow._emit_step_request(o);
 		v_due := v_due + 1;
 	END LOOP;
 
@@ -182,7 +171,7 @@ $$;
 -- caller; 0A000 with a hint when pg_cron is missing.  pg_cron lives in one
 -- database (cron.database_name), so finding it here means this is that
 -- database and cron.schedule, which non-superusers may call, is enough.
-CREATE FUNCTION payflow._cron_schedule(job_name text, schedule text, command text) RETURNS bigint
+CREATE OR REPLACE FUNCTION payflow._cron_schedule(job_name text, schedule text, command text) RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 DECLARE
@@ -202,7 +191,7 @@ $$;
 -- Registers purge with pg_cron (job "payflow-purge", replaced if present).
 -- SECURITY INVOKER: the job runs as the role that scheduled it, which must
 -- be allowed to use pg_cron and to call payflow.purge().
-CREATE FUNCTION payflow.schedule_purge(schedule text DEFAULT '*/5 * * * *') RETURNS bigint
+CREATE OR REPLACE FUNCTION payflow.schedule_purge(schedule text DEFAULT '*/5 * * * *') RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -228,7 +217,7 @@ $$;
 -- outbox claim walked them all (in the relay bench, 32-49 us of claim per
 -- event against 14-18 with the C flavour's background worker).  A slice's
 -- transaction writes nothing, so its COMMIT costs no WAL.
-CREATE PROCEDURE payflow.run_scheduler_for(seconds integer DEFAULT 58)
+CREATE OR REPLACE PROCEDURE payflow.run_scheduler_for(seconds integer DEFAULT 58)
 	LANGUAGE plpgsql
 	AS $$
 DECLARE
@@ -262,7 +251,7 @@ $$;
 -- What the C-free flavour has instead of the scheduler background worker;
 -- the C flavour needs it only when payflow is not preloaded.  SECURITY
 -- INVOKER like schedule_purge: the job runs as the caller.
-CREATE FUNCTION payflow.schedule_scheduler() RETURNS bigint
+CREATE OR REPLACE FUNCTION payflow.schedule_scheduler() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$

@@ -4,26 +4,41 @@
 -- and failures with retry scheduling (exponential back-off with jitter),
 -- single and batched (claim_steps, complete_steps, fail_steps), each item
 -- with its own answer.  A late report after a takeover gets PF004.
+--
+-- The open step of an operation is part of its operations row (0.5.0,
+-- tables.sql): a claim, a heartbeat, a retry or a completion is one update
+-- of that row, and a completion also writes the step's step_results row.
 
 ---------------------------------------------------------------------------
 -- Public API: workers (payflow_worker)
 ---------------------------------------------------------------------------
 
+-- Whether a step of an operation is done (it has its step_results row).
+CREATE OR REPLACE FUNCTION payflow._step_done(p_operation_id text, p_step text) RETURNS boolean
+	LANGUAGE plpgsql STABLE
+	AS $$
+BEGIN
+	RETURN EXISTS (SELECT FROM payflow.step_results r
+					WHERE r.operation_id = p_operation_id AND r.step_name = p_step);
+END
+$$;
+
 -- claim_step's full logic, for every case the fast path (_claim_fast)
 -- does not take: "run" (new step, due retry, expired lease), "skip" (done,
 -- failed, terminal, retry not yet due) or "busy" (another worker's lease is
 -- live, or the step is not ready yet); and the argument errors.
-CREATE FUNCTION payflow._claim_step_full(operation_id text, step text, worker_id text,
-										 lease_seconds integer)
+CREATE OR REPLACE FUNCTION payflow._claim_step_full(operation_id text, step text, worker_id text,
+													lease_seconds integer)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 DECLARE
 	d payflow.step_definitions;
 	o payflow.operations;
-	s payflow.steps;
 	v_takeover boolean := false;
 	v_max integer;
+	v_from text;
+	v_to text;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	d := payflow._step_definition(step);
@@ -39,34 +54,34 @@ BEGIN
 		RETURN jsonb_build_object('action', 'skip', 'reason', 'not_in_pipeline',
 								  'pipelineVersion', o.pipeline_version, 'status', o.status);
 	END IF;
-	s := payflow._lock_step(o.id, d.step_name);
-	IF s.operation_id IS NULL THEN
-		-- The event that creates this step has not been written yet.
+	IF o.current_step <> d.step_name OR o.step_status = 'SUCCEEDED' THEN
+		IF payflow._step_done(o.id, d.step_name) THEN
+			RETURN jsonb_build_object('action', 'skip', 'reason', 'done', 'status', o.status);
+		END IF;
+		-- The event that opens this step has not been written yet.
 		RETURN jsonb_build_object('action', 'busy', 'reason', 'not_ready', 'status', o.status);
 	END IF;
 
-	CASE s.status
-		WHEN 'SUCCEEDED' THEN
-			RETURN jsonb_build_object('action', 'skip', 'reason', 'done', 'status', o.status);
+	CASE o.step_status
 		WHEN 'FAILED', 'CANCELLED' THEN
-			RETURN jsonb_build_object('action', 'skip', 'reason', lower(s.status), 'status', o.status);
+			RETURN jsonb_build_object('action', 'skip', 'reason', lower(o.step_status), 'status', o.status);
 		WHEN 'RETRY_WAIT' THEN
-			IF s.next_attempt_at > now() THEN
+			IF o.step_next_attempt_at > now() THEN
 				-- The scheduler re-emits the request when the retry is due.
 				RETURN jsonb_build_object('action', 'skip', 'reason', 'retry_scheduled',
-										  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+										  'nextAttemptAt', payflow._iso(o.step_next_attempt_at));
 			END IF;
 		WHEN 'RUNNING' THEN
-			IF s.lease_expires_at > now() THEN
+			IF o.step_lease_expires_at > now() THEN
 				RETURN jsonb_build_object('action', 'busy', 'reason', 'leased',
-										  'leaseExpiresAt', payflow._iso(s.lease_expires_at));
+										  'leaseExpiresAt', payflow._iso(o.step_lease_expires_at));
 			END IF;
 			-- The holder died or stalled: take over, or give up at the limit.
 			v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
-			IF s.attempt >= v_max THEN
-				PERFORM payflow._fail_operation(o, s,
+			IF o.step_attempt >= v_max THEN
+				PERFORM payflow._fail_operation(o,
 					jsonb_build_object('code', 'lease_expired',
-									   'message', format('lease expired on attempt %s of %s', s.attempt, v_max)),
+									   'message', format('lease expired on attempt %s of %s', o.step_attempt, v_max)),
 					worker_id);
 				RETURN jsonb_build_object('action', 'skip', 'reason', 'failed', 'status', 'FAILED');
 			END IF;
@@ -75,25 +90,28 @@ BEGIN
 			NULL;					-- PENDING
 	END CASE;
 
-	UPDATE payflow.steps
-	   SET status = 'RUNNING', attempt = attempt + 1, lease_owner = worker_id,
-		   lease_expires_at = now() + make_interval(secs => lease_seconds),
-		   claimed_at = now(), pending_since = NULL, next_attempt_at = NULL
-	 WHERE steps.operation_id = o.id AND step_name = d.step_name
-	RETURNING * INTO s;
-
-	IF o.status = d.ready_status AND d.running_status <> d.ready_status THEN
-		PERFORM payflow._set_status(o.id, o.status, d.running_status, 'claimed', worker_id);
+	-- One update: the lease, and the status when the claim changes it.
+	v_from := o.status;
+	v_to := CASE WHEN o.status = d.ready_status THEN d.running_status ELSE o.status END;
+	UPDATE payflow.operations
+	   SET status = v_to, updated_at = CASE WHEN v_to <> v_from THEN now() ELSE updated_at END,
+		   step_attempt = step_attempt + 1, step_claimed_at = now(), step_lease_owner = worker_id,
+		   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
+		   step_lease_expires_at = now() + make_interval(secs => lease_seconds)
+	 WHERE id = o.id
+	RETURNING * INTO o;
+	IF v_to <> v_from THEN
+		PERFORM payflow._status_recorded(o.id, v_from, v_to, 'claimed', worker_id);
 	END IF;
 
 	RETURN jsonb_strip_nulls(jsonb_build_object(
 		'action', 'run',
-		'attempt', s.attempt,
+		'attempt', o.step_attempt,
 		'idempotencyKey', o.id || ':' || lower(d.step_name),
-		'input', s.input_ref,
-		'leaseExpiresAt', payflow._iso(s.lease_expires_at),
+		'input', coalesce(o.step_input_ref, o.request_ref),
+		'leaseExpiresAt', payflow._iso(o.step_lease_expires_at),
 		'takeover', v_takeover,
-		'externalRef', s.external_ref,
+		'externalRef', o.step_external_ref,
 		'paymentId', o.payment_id,
 		'correlationId', o.correlation_id,
 		'pipelineVersion', o.pipeline_version,
@@ -104,8 +122,8 @@ $$;
 
 -- Renews a lease; false when this worker no longer holds it.  Touches one
 -- unindexed column: a HOT update.
-CREATE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
-								  lease_seconds integer DEFAULT 300)
+CREATE OR REPLACE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
+											 lease_seconds integer DEFAULT 300)
 	RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -114,10 +132,10 @@ BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('step', step, 64);
 	PERFORM payflow._require_worker(worker_id, lease_seconds);
-	UPDATE payflow.steps
-	   SET lease_expires_at = now() + make_interval(secs => lease_seconds)
-	 WHERE steps.operation_id = heartbeat.operation_id AND step_name = step
-	   AND status = 'RUNNING' AND lease_owner = worker_id;
+	UPDATE payflow.operations o
+	   SET step_lease_expires_at = now() + make_interval(secs => lease_seconds)
+	 WHERE o.id = heartbeat.operation_id AND o.current_step = step
+	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id;
 	IF FOUND THEN
 		RETURN true;
 	END IF;
@@ -132,7 +150,7 @@ $$;
 -- Saves an external job reference with a running step (submit-poll mode),
 -- so a worker that takes the step over resumes polling instead of
 -- submitting again.
-CREATE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
+CREATE OR REPLACE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
 	RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -142,10 +160,10 @@ BEGIN
 	PERFORM payflow._require_text('step', step, 64);
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_text('external_ref', external_ref, 1000);
-	UPDATE payflow.steps s
-	   SET external_ref = save_step_ref.external_ref
-	 WHERE s.operation_id = save_step_ref.operation_id AND s.step_name = step
-	   AND s.status = 'RUNNING' AND s.lease_owner = worker_id;
+	UPDATE payflow.operations o
+	   SET step_external_ref = save_step_ref.external_ref
+	 WHERE o.id = save_step_ref.operation_id AND o.current_step = step
+	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id;
 	IF NOT FOUND THEN
 		IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = save_step_ref.operation_id) THEN
 			PERFORM payflow._unknown_operation(operation_id);
@@ -157,25 +175,24 @@ BEGIN
 END
 $$;
 
--- Raises PF004 unless the worker is the one that ran the step.  A worker
--- whose lease expired may still report as long as nobody else claimed the
--- step since: its external call carried the step's idempotency key, so its
--- outcome is the outcome.
-CREATE FUNCTION payflow._require_lease_holder(s payflow.steps, p_operation_id text,
-											  p_step text, p_worker text)
+-- Raises PF004 unless the worker is the one that ran the operation's open
+-- step p_step.  A worker whose lease expired may still report as long as
+-- nobody else claimed the step since: its external call carried the step's
+-- idempotency key, so its outcome is the outcome.
+CREATE OR REPLACE FUNCTION payflow._require_lease_holder(o payflow.operations, p_step text, p_worker text)
 	RETURNS void
 	LANGUAGE plpgsql
 	AS $$
 BEGIN
-	IF s.operation_id IS NULL OR s.lease_owner IS NULL THEN
+	IF o.current_step IS DISTINCT FROM p_step OR o.step_lease_owner IS NULL THEN
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
 			USING ERRCODE = 'PF004',
-				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, p_operation_id);
-	ELSIF s.lease_owner <> p_worker THEN
+				  DETAIL = format('Step %s of operation %s has not been claimed.', p_step, o.id);
+	ELSIF o.step_lease_owner <> p_worker THEN
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', p_worker, p_step
 			USING ERRCODE = 'PF004',
 				  DETAIL = format('Worker %s claimed step %s of operation %s after this worker''s lease expired.',
-								  s.lease_owner, p_step, p_operation_id);
+								  o.step_lease_owner, p_step, o.id);
 	END IF;
 END
 $$;
@@ -183,7 +200,7 @@ $$;
 -- A reference a worker hands on as a step's result must name a payload of
 -- that operation: its own pg payload with the checksum it claims, or an S3
 -- key under payments/<id>/ (22023 otherwise, P0002/PF005 as payload_get).
-CREATE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
 	LANGUAGE plpgsql STABLE
 	AS $$
 DECLARE
@@ -215,7 +232,7 @@ $$;
 -- request, or the version's completed event).  Kept as the event id alone:
 -- the rest follows from the operation's pipeline version, which never
 -- changes (100 bytes less per completed step than the answer itself).
-CREATE FUNCTION payflow._completion_answer(o payflow.operations, d payflow.step_definitions, p_event_id uuid)
+CREATE OR REPLACE FUNCTION payflow._completion_answer(o payflow.operations, d payflow.step_definitions, p_event_id uuid)
 	RETURNS jsonb
 	LANGUAGE plpgsql STABLE
 	AS $$
@@ -233,8 +250,8 @@ $$;
 -- complete_step's full logic, for every case the fast path
 -- (_complete_fast) does not take (a repeated call, a result_ref, a late
 -- report after the lease expired) and the argument errors.
-CREATE FUNCTION payflow._complete_step_full(operation_id text, step text, worker_id text, result jsonb,
-											result_ref jsonb)
+CREATE OR REPLACE FUNCTION payflow._complete_step_full(operation_id text, step text, worker_id text, result jsonb,
+													   result_ref jsonb)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE
 	AS $$
@@ -242,11 +259,12 @@ DECLARE
 	d payflow.step_definitions;
 	n payflow.step_definitions;
 	o payflow.operations;
-	s payflow.steps;
+	v_done payflow.step_results;
 	v_ref jsonb := result_ref;
+	v_written boolean := false;		-- the result is the payload v_ref names
+	v_input jsonb;
 	v_event_id uuid;
 	v_event_type text;
-	v_answer jsonb;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	d := payflow._step_definition(step);
@@ -259,34 +277,39 @@ BEGIN
 
 	o := payflow._lock_operation(operation_id);
 	d := payflow._require_step_of(o, d.step_name);
-	s := payflow._lock_step(o.id, d.step_name);
-	IF s.status = 'SUCCEEDED' THEN
-		RETURN payflow._completion_answer(o, d, s.completed_event_id);
+	SELECT * INTO v_done FROM payflow.step_results r WHERE r.operation_id = o.id AND r.step_name = d.step_name;
+	IF FOUND THEN
+		RETURN payflow._completion_answer(o, d, v_done.completed_event_id);
 	ELSIF payflow._is_terminal(o.status) THEN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status
 			USING ERRCODE = 'PF006',
 				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
 	END IF;
-	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
+	PERFORM payflow._require_lease_holder(o, d.step_name, worker_id);
 	IF v_ref IS NOT NULL THEN
 		PERFORM payflow._require_own_ref(o.id, v_ref);
 	END IF;
 
 	IF v_ref IS NULL AND d.result_name IS NOT NULL THEN
 		v_ref := payflow._payload_write(o.id, d.result_name, convert_to(result::text, 'UTF8'));
+		v_written := true;
 	END IF;
 
-	PERFORM payflow._set_status(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
-
 	n := payflow._next_step(o.pipeline_version, d.position);
+	v_input := coalesce(o.step_input_ref, o.request_ref);
 	IF n.step_name IS NOT NULL THEN
 		-- A step without a result payload hands its own input on.
-		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-		VALUES (o.id, n.step_name, coalesce(v_ref, s.input_ref), now());
-		UPDATE payflow.operations SET current_step = n.step_name WHERE id = o.id;
 		v_event_type := n.request_event;
 		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
-									n.destination, 1, jsonb_build_object(n.input_field, coalesce(v_ref, s.input_ref)));
+									n.destination, 1, jsonb_build_object(n.input_field, coalesce(v_ref, v_input)));
+		-- the next step opens in the same row
+		UPDATE payflow.operations
+		   SET current_step = n.step_name, status = d.done_status, updated_at = now(),
+			   step_input_ref = coalesce(v_ref, step_input_ref), step_created_at = now(),
+			   step_external_ref = NULL, step_attempt = 0, step_claimed_at = NULL, step_lease_owner = NULL,
+			   step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL,
+			   step_last_error = NULL, step_lease_expires_at = NULL
+		 WHERE id = o.id;
 	ELSE
 		-- The last result travels inline in OperationCompleted; SQS takes
 		-- 256 KiB per message, so it is held to a quarter of that.
@@ -297,22 +320,26 @@ BEGIN
 									  octet_length(result::text), d.step_name),
 					  HINT = 'Return a reference (an id or a URL) instead of the document.';
 		END IF;
-		UPDATE payflow.operations SET result = _complete_step_full.result WHERE id = o.id;
 		SELECT p.completed_event INTO v_event_type FROM payflow.pipelines p WHERE p.version = o.pipeline_version;
 		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, v_event_type,
-									'operation-events', s.attempt,
+									'operation-events', o.step_attempt,
 									jsonb_build_object('status', d.done_status, 'result', result));
+		UPDATE payflow.operations
+		   SET status = d.done_status, updated_at = now(), terminal_at = now(),
+			   result = _complete_step_full.result, step_status = 'SUCCEEDED',
+			   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL
+		 WHERE id = o.id;
 	END IF;
+	PERFORM payflow._status_recorded(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
 
-	v_answer := jsonb_build_object('action', 'completed', 'status', d.done_status,
-								   'eventType', v_event_type, 'eventId', v_event_id);
-	UPDATE payflow.steps
-	   SET status = 'SUCCEEDED', result = _complete_step_full.result,
-		   result_ref = v_ref,
-		   completed_event_id = v_event_id, finished_at = now(),
-		   lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
-	 WHERE steps.operation_id = o.id AND step_name = d.step_name;
-	RETURN v_answer;
+	INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, attempt, lease_owner,
+									  external_ref, result_ref, completed_event_id, result)
+	VALUES (o.id, d.step_name, o.step_created_at, o.step_claimed_at, o.step_attempt, o.step_lease_owner,
+			o.step_external_ref, v_ref, v_event_id,
+			-- kept here only when no payload and no operation result holds it
+			CASE WHEN NOT v_written AND n.step_name IS NOT NULL THEN result END);
+	RETURN jsonb_build_object('action', 'completed', 'status', d.done_status,
+							  'eventType', v_event_type, 'eventId', v_event_id);
 END
 $$;
 
@@ -322,8 +349,8 @@ $$;
 -- (e.g. from an HTTP Retry-After) which lengthens the delay up to
 -- retry_max_delay, and "outcomeUnknown": true when the attempt may have had
 -- its effect (then the last attempt ends the operation as outcome_unknown).
-CREATE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
-								  retryable boolean)
+CREATE OR REPLACE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
+											 retryable boolean)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -331,7 +358,6 @@ CREATE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, 
 DECLARE
 	d payflow.step_definitions;
 	o payflow.operations;
-	s payflow.steps;
 	v_max integer;
 	v_base interval;
 	v_cap interval;
@@ -352,26 +378,25 @@ BEGIN
 
 	o := payflow._lock_operation(operation_id);
 	d := payflow._require_step_of(o, d.step_name);
-	s := payflow._lock_step(o.id, d.step_name);
-	IF s.status = 'SUCCEEDED' THEN
+	IF payflow._step_done(o.id, d.step_name) THEN
 		RETURN jsonb_build_object('action', 'skip', 'reason', 'done');
-	ELSIF s.status = 'FAILED' THEN
+	ELSIF o.current_step = d.step_name AND o.step_status = 'FAILED' THEN
 		RETURN jsonb_build_object('action', 'failed');
 	ELSIF payflow._is_terminal(o.status) THEN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
 	END IF;
-	PERFORM payflow._require_lease_holder(s, o.id, d.step_name, worker_id);
-	IF s.status = 'RETRY_WAIT' AND s.last_error = error THEN
+	PERFORM payflow._require_lease_holder(o, d.step_name, worker_id);
+	IF o.step_status = 'RETRY_WAIT' AND o.step_last_error = error THEN
 		-- The same report again (a worker retrying its own call).
-		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
-								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+		RETURN jsonb_build_object('action', 'retry', 'attempt', o.step_attempt,
+								  'nextAttemptAt', payflow._iso(o.step_next_attempt_at));
 	END IF;
 
 	v_max := coalesce(d.max_attempts, payflow._setting('max_attempts')::integer);
-	IF retryable AND s.attempt < v_max THEN
+	IF retryable AND o.step_attempt < v_max THEN
 		v_base := coalesce(d.retry_base_delay, payflow._seconds('retry_base_delay'));
 		v_cap := coalesce(d.retry_max_delay, payflow._seconds('retry_max_delay'));
-		v_delay := payflow.backoff_delay(greatest(s.attempt - 1, 0), v_base, v_cap,
+		v_delay := payflow.backoff_delay(greatest(o.step_attempt - 1, 0), v_base, v_cap,
 										 payflow._setting('retry_jitter')::float8);
 		IF jsonb_typeof(error -> 'retryAfterSeconds') = 'number' THEN
 			-- compared as numeric: 1e400 is a JSON number but no float8
@@ -379,14 +404,13 @@ BEGIN
 																  extract(epoch FROM v_cap)), 0)::float8);
 			v_delay := greatest(v_delay, v_retry_after);
 		END IF;
-		UPDATE payflow.steps
-		   SET status = 'RETRY_WAIT', next_attempt_at = now() + v_delay, last_error = error,
-			   lease_expires_at = NULL
-		 WHERE steps.operation_id = o.id AND step_name = d.step_name
-		RETURNING * INTO s;
-		UPDATE payflow.operations SET updated_at = now() WHERE id = o.id;
-		RETURN jsonb_build_object('action', 'retry', 'attempt', s.attempt,
-								  'nextAttemptAt', payflow._iso(s.next_attempt_at));
+		UPDATE payflow.operations
+		   SET updated_at = now(), step_status = 'RETRY_WAIT', step_next_attempt_at = now() + v_delay,
+			   step_last_error = fail_step.error, step_lease_expires_at = NULL
+		 WHERE id = o.id
+		RETURNING * INTO o;
+		RETURN jsonb_build_object('action', 'retry', 'attempt', o.step_attempt,
+								  'nextAttemptAt', payflow._iso(o.step_next_attempt_at));
 	END IF;
 
 	IF retryable AND error -> 'outcomeUnknown' = 'true'::jsonb THEN
@@ -401,7 +425,7 @@ BEGIN
 					   '(a dead letter holds it)',
 			'cause', error - 'outcomeUnknown');
 	END IF;
-	PERFORM payflow._fail_operation(o, s,
+	PERFORM payflow._fail_operation(o,
 		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
 		worker_id);
 	RETURN jsonb_build_object('action', 'failed');
@@ -412,7 +436,7 @@ $$;
 -- "skip" (done, failed, terminal, retry not yet due) or "busy" (another
 -- worker's lease is live, or the step is not ready yet).  The common case
 -- is one statement (_claim_fast); the others take _claim_step_full.
-CREATE FUNCTION payflow.claim_step(operation_id text, step text, worker_id text,
+CREATE OR REPLACE FUNCTION payflow.claim_step(operation_id text, step text, worker_id text,
 								   lease_seconds integer DEFAULT 300)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -432,7 +456,7 @@ $$;
 -- Records a step's success in one transaction: step done, status advanced,
 -- result stored, the next event in the outbox.  A repeated call returns the
 -- first call's answer.  The common case is one statement (_complete_fast).
-CREATE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
+CREATE OR REPLACE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
 									  result_ref jsonb DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -474,12 +498,12 @@ $$;
 
 -- A payload's content if it matches the reference's checksum, else NULL.
 -- No table read, so it is inlined wherever it is called.
-CREATE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
+CREATE OR REPLACE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
 	LANGUAGE sql IMMUTABLE
 	AS $$ SELECT CASE WHEN payflow._checksum(p_content) = p_ref ->> 'checksum' THEN p_content END $$;
 
 -- The verified content of a "pg" input reference, else NULL.
-CREATE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
+CREATE OR REPLACE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
 	LANGUAGE plpgsql STABLE
 	AS $$
 BEGIN
@@ -491,13 +515,15 @@ BEGIN
 END
 $$;
 
--- Fast claim of the steps of several operations.  Operations are locked in
--- id order (two batches never deadlock; single-item functions lock one
--- operation), SKIP LOCKED: a locked one goes to the full path, which waits.
+-- Fast claim of the steps of several operations: one update of each
+-- operation's row.  The update locks them in id order (two batches never
+-- deadlock; single-item functions lock one operation) and waits for one
+-- another transaction holds; one that changed meanwhile goes to the full
+-- path.
 -- Returns the claimed items: their position in operation_ids, the claim's
 -- answer, and the input payload when it is a verified "pg" payload, so
 -- that the worker needs no payload_get.
-CREATE FUNCTION payflow._claim_fast(p_step text, p_worker_id text, p_operation_ids text[],
+CREATE OR REPLACE FUNCTION payflow._claim_fast(p_step text, p_worker_id text, p_operation_ids text[],
 									p_lease_seconds integer)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, input bytea)
 	LANGUAGE plpgsql VOLATILE
@@ -516,35 +542,37 @@ BEGIN
 		  FROM unnest(p_operation_ids) WITH ORDINALITY AS x(id, n)
 		 WHERE x.id IS NOT NULL
 		 GROUP BY x.id
-	), o AS MATERIALIZED (
-		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.pipeline_version
+	), x AS MATERIALIZED (
+		-- what the claim changes from, read without a lock: the update below
+		-- takes a row only if it still is so (a concurrent change re-checks it)
+		SELECT o.id, o.status, d.ready_status, d.running_status, d.input_field, d.result_name
 		  FROM payflow.operations o
-		 WHERE o.id IN (SELECT i.id FROM i)
-		   AND NOT payflow._is_terminal(o.status)
-		 ORDER BY o.id
-		   FOR UPDATE SKIP LOCKED
-	), c AS (
-		UPDATE payflow.steps s
-		   SET status = 'RUNNING', attempt = s.attempt + 1, lease_owner = p_worker_id,
-			   lease_expires_at = now() + make_interval(secs => p_lease_seconds),
-			   claimed_at = now(), pending_since = NULL, next_attempt_at = NULL
-		  FROM o, payflow.step_definitions d
-		 WHERE s.operation_id = o.id AND s.step_name = p_step
-		   AND d.pipeline_version = o.pipeline_version AND d.step_name = p_step
-		   AND (s.status = 'PENDING' OR (s.status = 'RETRY_WAIT' AND s.next_attempt_at <= now()))
+		  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = p_step
+		 WHERE o.id IN (SELECT i.id FROM i) AND o.current_step = p_step AND o.terminal_at IS NULL
+		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
 		   AND length(p_worker_id) BETWEEN 1 AND 200 AND p_lease_seconds BETWEEN 1 AND 86400
-		RETURNING s.operation_id, s.attempt, s.input_ref, s.lease_expires_at, s.external_ref,
-				  o.status, o.payment_id, o.correlation_id, o.pipeline_version,
-				  d.ready_status, d.running_status, d.input_field, d.result_name
-	), st AS (
-		UPDATE payflow.operations op
-		   SET status = c.running_status, updated_at = now()	-- checked by operations_transition
-		  FROM c
-		 WHERE op.id = c.operation_id AND c.status = c.ready_status AND c.running_status <> c.ready_status
-		RETURNING op.id, c.status AS from_status, c.running_status AS to_status
+		 ORDER BY o.id
+	), c AS (
+		-- one HOT update per operation, no lock taken before it; rows are
+		-- locked in id order (x's), so two batches never deadlock
+		UPDATE payflow.operations o
+		   SET status = CASE WHEN x.status = x.ready_status THEN x.running_status ELSE x.status END,
+			   updated_at = CASE WHEN x.status = x.ready_status AND x.running_status <> x.ready_status
+								 THEN now() ELSE o.updated_at END,	-- checked by operations_transition
+			   step_attempt = o.step_attempt + 1, step_claimed_at = now(), step_lease_owner = p_worker_id,
+			   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
+			   step_lease_expires_at = now() + make_interval(secs => p_lease_seconds)
+		  FROM x
+		 WHERE o.id = x.id AND o.status = x.status AND o.current_step = p_step
+		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
+		RETURNING o.id AS operation_id, o.step_attempt AS attempt, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
+				  o.step_lease_expires_at AS lease_expires_at, o.step_external_ref AS external_ref,
+				  x.status, o.payment_id, o.correlation_id, o.pipeline_version,
+				  x.ready_status, x.running_status, x.input_field, x.result_name
 	), h AS (
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-		SELECT st.id, st.from_status, st.to_status, 'claimed', p_worker_id FROM st
+		SELECT c.operation_id, c.status, c.running_status, 'claimed', p_worker_id
+		  FROM c WHERE c.status = c.ready_status AND c.running_status <> c.ready_status
 		RETURNING payflow._status_changed()
 	)
 	SELECT i.n, c.operation_id,
@@ -575,7 +603,7 @@ $$;
 -- again, as a second claim_step call would be: busy), with claim_step's
 -- answer or, for that item alone, error = {"code": SQLSTATE, "message"}.
 -- input carries the step's input payload when it is in the "pg" store.
-CREATE FUNCTION payflow.claim_steps(step text, worker_id text, operation_ids text[],
+CREATE OR REPLACE FUNCTION payflow.claim_steps(step text, worker_id text, operation_ids text[],
 									lease_seconds integer DEFAULT 300)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, input bytea, error jsonb)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -624,7 +652,7 @@ END
 $$;
 
 -- At most 100 items per batch call (22023), not NULL (22004).
-CREATE FUNCTION payflow._require_batch(arg_name text, n integer) RETURNS void
+CREATE OR REPLACE FUNCTION payflow._require_batch(arg_name text, n integer) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
 BEGIN
@@ -638,13 +666,14 @@ $$;
 
 -- Fast completion of steps by their lease holder: for each item
 -- {"operationId", "result"} (no resultRef) whose step is RUNNING under
--- p_worker_id in a running operation, in one statement: the step done with
--- its answer, the result payload written (when the step has a result
--- name), the status advanced with its history row, the next step created
--- and its request event (or OperationCompleted) in the outbox.  Items it
+-- p_worker_id in a running operation, in one statement: the operation's
+-- row advanced to the next step (or ended) with its history row, the
+-- step's step_results row, the result payload written (when the step has
+-- a result name), and the next request event (or OperationCompleted) in
+-- the outbox.  Items it
 -- does not take (another state, a resultRef, a result too large, a payload
 -- key already written) are left to _complete_step_full.
-CREATE FUNCTION payflow._complete_fast(p_step text, p_worker_id text, p_items jsonb)
+CREATE OR REPLACE FUNCTION payflow._complete_fast(p_step text, p_worker_id text, p_items jsonb)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb)
 	LANGUAGE plpgsql VOLATILE
 	SET plan_cache_mode = force_generic_plan
@@ -690,49 +719,65 @@ BEGIN
 		 WHERE jsonb_typeof(x.e -> 'result') = 'object'
 		   AND coalesce(x.e -> 'resultRef', 'null'::jsonb) = 'null'::jsonb
 		 ORDER BY x.e ->> 'operationId', x.n
-	), o AS MATERIALIZED (
-		SELECT o.id, o.status, o.payment_id, o.correlation_id
-		  FROM payflow.operations o
-		 WHERE o.id IN (SELECT i.id FROM i) AND o.status = d.running_status
-		   AND o.pipeline_version = d.pipeline_version
-		 ORDER BY o.id
-		   FOR UPDATE SKIP LOCKED
-	), s AS (
-		UPDATE payflow.steps s
-		   SET status = 'SUCCEEDED', result = i.result,
-			   result_ref = CASE WHEN d.result_name IS NOT NULL THEN
+	), x AS MATERIALIZED (
+		-- the open step as the completion finds it, read without a lock: the
+		-- update below takes a row only if its attempt is still this one
+		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_claimed_at,
+			   o.step_created_at, o.step_external_ref, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
+			   i.n, i.result, i.content, i.event_id,
+			   CASE WHEN d.result_name IS NOT NULL THEN
 					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
 									   'checksum', payflow._checksum(i.content), 'size', octet_length(i.content))
-				END,
-			   completed_event_id = i.event_id, finished_at = now(), lease_expires_at = NULL, pending_since = NULL, next_attempt_at = NULL
-		  FROM o JOIN i ON i.id = o.id
-		 WHERE s.operation_id = o.id AND s.step_name = d.step_name
-		   AND s.status = 'RUNNING' AND s.lease_owner = p_worker_id
+			   END AS result_ref
+		  FROM payflow.operations o JOIN i ON i.id = o.id
+		 WHERE o.status = d.running_status AND o.pipeline_version = d.pipeline_version
+		   AND o.current_step = d.step_name AND o.step_status = 'RUNNING' AND o.step_lease_owner = p_worker_id
 		   AND octet_length(i.content) <= v_max_bytes
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
 				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
-		RETURNING s.operation_id, s.attempt, s.result, s.result_ref, s.input_ref, i.n, i.content,
-				  i.event_id, o.status, o.payment_id, o.correlation_id
+		 ORDER BY o.id
+	), s AS (
+		-- one update per operation: the next step opens in the same row (the
+		-- last step's completion ends the operation)
+		UPDATE payflow.operations op
+		   SET status = d.done_status, updated_at = now(),	-- checked by operations_transition
+			   current_step = coalesce(n.step_name, op.current_step),
+			   terminal_at = CASE WHEN v_last THEN now() END,
+			   result = CASE WHEN v_last THEN x.result ELSE op.result END,
+			   step_input_ref = CASE WHEN v_last THEN op.step_input_ref ELSE coalesce(x.result_ref, op.step_input_ref) END,
+			   step_created_at = CASE WHEN v_last THEN op.step_created_at ELSE now() END,
+			   step_external_ref = CASE WHEN v_last THEN op.step_external_ref END,
+			   step_attempt = CASE WHEN v_last THEN op.step_attempt ELSE 0 END,
+			   step_claimed_at = CASE WHEN v_last THEN op.step_claimed_at END,
+			   step_lease_owner = CASE WHEN v_last THEN op.step_lease_owner END,
+			   step_status = CASE WHEN v_last THEN 'SUCCEEDED' ELSE 'PENDING' END,
+			   step_pending_since = CASE WHEN v_last THEN NULL ELSE now() END,
+			   step_next_attempt_at = NULL,
+			   step_last_error = CASE WHEN v_last THEN op.step_last_error END,
+			   step_lease_expires_at = NULL
+		  FROM x
+		 WHERE op.id = x.id AND op.status = x.status AND op.current_step = d.step_name
+		   AND op.step_status = 'RUNNING' AND op.step_lease_owner = p_worker_id AND op.step_attempt = x.step_attempt
+		RETURNING x.id AS operation_id, x.step_attempt AS attempt, x.result, x.result_ref, x.input_ref, x.n, x.content,
+				  x.event_id, x.status, x.payment_id, x.correlation_id, x.step_created_at, x.step_claimed_at,
+				  x.step_external_ref
 	), p AS (
 		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 		SELECT s.result_ref ->> 'key', s.operation_id, s.result_ref ->> 'checksum', octet_length(s.content), s.content
 		  FROM s WHERE s.result_ref IS NOT NULL
-	), st AS (
-		UPDATE payflow.operations op
-		   SET status = d.done_status, updated_at = now(),	-- checked by operations_transition
-			   current_step = coalesce(n.step_name, op.current_step),
-			   result = CASE WHEN v_last THEN s.result ELSE op.result END,
-			   terminal_at = CASE WHEN v_last THEN now() END
+	), r AS (
+		INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, attempt, lease_owner,
+										  external_ref, result_ref, completed_event_id, result)
+		SELECT s.operation_id, d.step_name, s.step_created_at, s.step_claimed_at, s.attempt, p_worker_id,
+			   s.step_external_ref, s.result_ref, s.event_id,
+			   -- kept here only when no payload and no operation result holds it
+			   CASE WHEN s.result_ref IS NULL AND NOT v_last THEN s.result END
 		  FROM s
-		 WHERE op.id = s.operation_id
 	), h AS (
 		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 		SELECT s.operation_id, s.status, d.done_status, lower(d.step_name) || ' done', p_worker_id FROM s
 		RETURNING payflow._status_changed()
-	), ns AS (
-		INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-		SELECT s.operation_id, n.step_name, coalesce(s.result_ref, s.input_ref), now() FROM s WHERE NOT v_last
 	), e AS MATERIALIZED (
 		SELECT s.operation_id, s.event_id, s.payment_id,
 			   coalesce(n.request_event, v_completed_event) AS event_type,
@@ -762,7 +807,7 @@ $$;
 -- complete_step for several steps of one kind at once (at most 100):
 -- items is a JSON array of {"operationId", "result", "resultRef"}; one row
 -- per item with complete_step's answer or, for that item alone, an error.
-CREATE FUNCTION payflow.complete_steps(step text, worker_id text, items jsonb)
+CREATE OR REPLACE FUNCTION payflow.complete_steps(step text, worker_id text, items jsonb)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -796,7 +841,7 @@ $$;
 -- The items of complete_steps (p_fail false) or fail_steps (true) not in
 -- p_done (NULL: none), one by one through the single-item logic, each in a
 -- subtransaction: its answer, or its error for it alone.
-CREATE FUNCTION payflow._outcomes_one_by_one(p_fail boolean, p_step text, p_worker_id text, p_items jsonb,
+CREATE OR REPLACE FUNCTION payflow._outcomes_one_by_one(p_fail boolean, p_step text, p_worker_id text, p_items jsonb,
 											 p_done boolean[])
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
 	LANGUAGE plpgsql VOLATILE
@@ -828,7 +873,7 @@ END
 $$;
 
 -- A JSON array of 1 to 100 objects (22004, 22023).
-CREATE FUNCTION payflow._require_items(items jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION payflow._require_items(items jsonb) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
 BEGIN
@@ -850,7 +895,7 @@ $$;
 -- a JSON array of {"operationId", "error", "retryable"}; one row per item
 -- with fail_step's answer or, for that item alone, an error.  Failures are
 -- the rare path: each item takes fail_step's own logic.
-CREATE FUNCTION payflow.fail_steps(step text, worker_id text, items jsonb)
+CREATE OR REPLACE FUNCTION payflow.fail_steps(step text, worker_id text, items jsonb)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, error jsonb)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp

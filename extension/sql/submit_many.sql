@@ -93,7 +93,7 @@ $$;
 -- The first pass checks every item, in one query, as submit() does
 -- (the same helpers raise the same errors), so the error names the first
 -- bad item.  Then one statement writes what submit writes for each of
--- them, set-based: operations, payloads, steps, history, events, a
+-- them, set-based: operations (each with its first step open), payloads, history, events, a
 -- statement each for all items (calling submit() per item cost an executor
 -- start-up per table per item, and ran at 2x single submits in make bench
 -- instead of the 5x aimed at).  The rows go in in the order of their
@@ -204,9 +204,6 @@ BEGIN
 			INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 			SELECT op.request_ref ->> 'key', op.id, op.request_ref ->> 'checksum', octet_length(it.content), it.content
 			  FROM op JOIN it USING (id)
-		), step AS (
-			INSERT INTO payflow.steps (operation_id, step_name, input_ref, pending_since)
-			SELECT op.id, op.current_step, op.request_ref, now() FROM op
 		), history AS (
 			INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
 			SELECT op.id, NULL, op.status, 'submitted', session_user FROM op

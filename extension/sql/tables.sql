@@ -98,11 +98,20 @@ VALUES
 -- Identifiers are compared byte-wise (COLLATE "C"): they are not words,
 -- and locale-aware comparison costs every B-tree descent on the hot path.
 
--- One row per operation.  Only status/updated_at/current_step/error change
--- on the hot path and none of them is indexed, so those updates are HOT;
--- terminal_at and payloads_purged_at change once each.  The columns are in
--- the order the operation's life changes them (see payflow.steps): a
--- claim's update logs its status and updated_at, not the request ref.
+-- One row per operation, which also holds its one open step (0.5.0,
+-- storage v2: the pipeline is linear, so an operation has at most one step
+-- that is not done).  A claim, a heartbeat, a retry and a completion are
+-- each one update of this row, and none of them touches an indexed column
+-- on the common path, so all are HOT updates: 0.4 wrote a steps row per
+-- step, updated it at claim and at completion and locked it before each,
+-- besides updating the operation's status (2.4 KB of WAL per operation in
+-- the step-engine bench).  The terminal update is the one that is not HOT
+-- (terminal_at is indexed).  The columns are in the order the operation's
+-- life changes them: PostgreSQL logs an update on the same page as the
+-- bytes between the longest common prefix and suffix of the old and new
+-- row, so what never changes comes first and the lease, which every
+-- heartbeat renews, comes last.  A step that is done leaves a row in
+-- step_results; payflow.steps shows both as 0.4's table did.
 CREATE TABLE payflow.operations (
 	id text COLLATE "C" PRIMARY KEY,
 	tenant text COLLATE "C" NOT NULL DEFAULT '',
@@ -120,8 +129,26 @@ CREATE TABLE payflow.operations (
 	result jsonb,
 	error jsonb,
 	payloads_purged_at timestamptz,
+	-- The open step (current_step): 0.4's steps row of it, column for
+	-- column.  Its input is the previous step's result reference, NULL for
+	-- request_ref (the first step's, which is not written twice).
+	step_input_ref jsonb,
+	step_created_at timestamptz NOT NULL DEFAULT now(),
+	step_external_ref text,			-- e.g. the legacy job of submit-poll mode
+	step_attempt integer NOT NULL DEFAULT 0,
+	step_claimed_at timestamptz,
+	step_lease_owner text,
+	-- SUCCEEDED only once the last step is done (its row is in step_results)
+	step_status text NOT NULL DEFAULT 'PENDING'
+		CHECK (step_status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+	step_pending_since timestamptz DEFAULT now(),	-- set while PENDING: stuck detection
+	step_next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
+	step_last_error jsonb,
+	step_lease_expires_at timestamptz,
 	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
-) WITH (fillfactor = 80);
+) WITH (fillfactor = 70,
+		autovacuum_vacuum_scale_factor = 0.02,
+		autovacuum_analyze_scale_factor = 0.05);
 
 CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL;
@@ -130,11 +157,15 @@ CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
 -- one stopped (payflow.scheduler_sweep), for expired leases and stuck
 -- steps; metrics() counts them.  An operation enters it at submit and
 -- leaves it at its terminal update, which is not HOT anyway (terminal_at
--- is indexed above), so that no index of payflow.steps needs to know
--- whether a step is open.
+-- is indexed above), so that no index needs to know a lease or a step's
+-- status.
 CREATE INDEX operations_open_idx ON payflow.operations (id) WHERE terminal_at IS NULL;
 CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
 	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+-- Retries by due time.  step_next_attempt_at is NULL from submit to the
+-- end on the common path, so claims and completions leave this index alone.
+CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
+	WHERE step_next_attempt_at IS NOT NULL;
 
 -- Every status change: who, when, from, to, why.  Append-only.
 CREATE TABLE payflow.operation_history (
@@ -147,54 +178,6 @@ CREATE TABLE payflow.operation_history (
 	at timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (operation_id, id)
 );
-
--- Steps churn: claim, heartbeat, complete.  None of them touches an
--- indexed column, so all are HOT updates (0.4.0: the scheduler's partial
--- indexes on status and finished_at made every claim and completion write
--- the whole row and two or three index entries to the WAL): the only index
--- besides the key is on next_attempt_at, which the common path leaves
--- NULL.  Open steps are found through their operation
--- (operations_open_idx and current_step).
--- A HOT update needs room on the row's own page, and a batch claims (or
--- completes) up to ten steps of one page in one transaction, when none of
--- the old versions can be pruned yet: at fillfactor 50 a page keeps room
--- for a second version of each of its rows (at 70, a quarter of the claims
--- in the step-engine bench found no room and were not HOT).  Finished rows
--- keep the room until vacuum hands it to new rows: the table is larger,
--- the WAL smaller.
-CREATE TABLE payflow.steps (
-	-- The columns are in the order the step's life changes them: PostgreSQL
-	-- logs an update on the same page as the bytes between the longest
-	-- common prefix and suffix of the old and new row, so what a claim
-	-- changes sits together after what it never changes (the input ref),
-	-- and what a completion adds comes last.
-	operation_id text COLLATE "C" NOT NULL,
-	step_name text COLLATE "C" NOT NULL,
-	created_at timestamptz NOT NULL DEFAULT now(),
-	input_ref jsonb,
-	external_ref text,				-- e.g. the legacy job of submit-poll mode
-	attempt integer NOT NULL DEFAULT 0,
-	lease_owner text,
-	claimed_at timestamptz,
-	status text NOT NULL DEFAULT 'PENDING'
-		CHECK (status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
-	lease_expires_at timestamptz,
-	pending_since timestamptz,		-- set while PENDING: stuck detection
-	next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
-	result jsonb,
-	result_ref jsonb,
-	completed_event_id uuid,		-- the event its completion wrote: a repeated complete_step's answer
-	last_error jsonb,
-	finished_at timestamptz,		-- set when SUCCEEDED, FAILED or CANCELLED, and only then
-	PRIMARY KEY (operation_id, step_name)
-) WITH (fillfactor = 50,
-		autovacuum_vacuum_scale_factor = 0.02,
-		autovacuum_analyze_scale_factor = 0.05,
-		autovacuum_vacuum_cost_delay = 0);
-
--- Retries by due time.  next_attempt_at is NULL from insert to completion
--- on the common path, so claims and completions leave this index alone.
-CREATE INDEX steps_retry_idx ON payflow.steps (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 
 -- Where run_scheduler's sweep of the operations in flight stopped: the id
 -- of the last one it looked at ('': start from the first).  One row.

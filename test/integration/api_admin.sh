@@ -32,7 +32,7 @@ pf_eq "a tenant payment: 202" 202 "$(post_payment "$TKEY" "$P" '{"amount": 5, "c
 OP=$(json_field operationId)
 q -c "SELECT payflow.claim_step('$OP', 'PROCESS_PAYMENT', 'worker-a')" >/dev/null
 q -c "SELECT payflow.fail_step('$OP', 'PROCESS_PAYMENT', 'worker-a', '{\"code\":\"timeout\",\"message\":\"no answer\"}', true)" >/dev/null
-q -c "UPDATE payflow.steps SET next_attempt_at = now() WHERE operation_id = '$OP'" >/dev/null
+q -c "UPDATE payflow.operations SET step_next_attempt_at = now() WHERE id = '$OP'" >/dev/null
 q -c "SELECT payflow.claim_step('$OP', 'PROCESS_PAYMENT', 'worker-b')" >/dev/null
 q -c "SELECT payflow.fail_step('$OP', 'PROCESS_PAYMENT', 'worker-b', '{\"code\":\"declined\",\"message\":\"<script>alert(2)</script>\"}', false)" >/dev/null
 pf_eq "it FAILED" FAILED "$(q -c "SELECT status FROM payflow.operations WHERE id = '$OP'")"

@@ -28,7 +28,7 @@ api_start console 4851
 fail_twice() {
 	q -c "SELECT payflow.claim_step('$1', 'PROCESS_PAYMENT', 'worker-a')" >/dev/null
 	q -c "SELECT payflow.fail_step('$1', 'PROCESS_PAYMENT', 'worker-a', '{\"code\":\"timeout\",\"message\":\"no answer\"}', true)" >/dev/null
-	q -c "UPDATE payflow.steps SET next_attempt_at = now() WHERE operation_id = '$1'" >/dev/null
+	q -c "UPDATE payflow.operations SET step_next_attempt_at = now() WHERE id = '$1'" >/dev/null
 	q -c "SELECT payflow.claim_step('$1', 'PROCESS_PAYMENT', 'worker-b')" >/dev/null
 	q -c "SELECT payflow.fail_step('$1', 'PROCESS_PAYMENT', 'worker-b', '{\"code\":\"declined\",\"message\":\"<script>alert(2)</script><b>card declined</b>\"}', false)" >/dev/null
 }

@@ -16,7 +16,7 @@ source test/lib/released.sh
 
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" extension/payflow.control)
 work=$(mktemp -d)
-extdir="$(pg_config --sharedir)/extension"
+extdir="$("${PG_CONFIG:-pg_config}" --sharedir)/extension"
 cleanup() {
 	pf_released_cleanup
 	rm -rf "$work"
@@ -68,7 +68,32 @@ for from in $released; do
 		END
 		$$;
 	SQL
-	pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox ORDER BY 1" >"$work/waiting-before"
+	# Operations in flight at each kind of step state, on the old engine:
+	# a step running, one done with the next one waiting, a retry waiting.
+	pf_psql -d pf_upgrade_old -Atq >/dev/null <<-'SQL'
+		SELECT payflow.claim_step(payflow.submit('upgrade-run', '{"amount": 2}'), 'PROCESS_PAYMENT', 'w-old');
+		SELECT payflow.claim_step(payflow.submit('upgrade-mid', '{"amount": 3}'), 'PROCESS_PAYMENT', 'w-old');
+		SELECT payflow.complete_step(id, 'PROCESS_PAYMENT', 'w-old', '{"charge_id": "ch-mid"}')
+		  FROM payflow.operations WHERE payment_id = 'upgrade-mid';
+		SELECT payflow.claim_step(payflow.submit('upgrade-retry', '{"amount": 4}'), 'PROCESS_PAYMENT', 'w-old');
+		SELECT payflow.fail_step(id, 'PROCESS_PAYMENT', 'w-old', '{"code": "busy", "message": "try later"}', true)
+		  FROM payflow.operations WHERE payment_id = 'upgrade-retry';
+	SQL
+	in_flight() {
+		pf_psql -d pf_upgrade_old -Atqc "SELECT o.payment_id, o.status, s.step_name, s.status, s.attempt, s.lease_owner,
+													s.input_ref::text, s.result_ref::text, s.last_error::text,
+													s.next_attempt_at IS NOT NULL,
+													(SELECT count(*) FROM payflow.operation_history h WHERE h.operation_id = o.id)
+											   FROM payflow.operations o JOIN payflow.steps s ON s.operation_id = o.id
+											  WHERE o.payment_id LIKE 'upgrade-%' AND o.payment_id <> 'upgrade-1'
+											  ORDER BY 1, 3"
+	}
+	in_flight >"$work/in-flight-before"
+	mid_event=$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.complete_step(id, 'PROCESS_PAYMENT', 'w-old', '{\"charge_id\": \"ch-mid\"}') ->> 'eventId'
+												  FROM payflow.operations WHERE payment_id = 'upgrade-mid'")
+	# (the outbox checks below are of the events of upgrade-1 and upgrade-e*)
+	mine="o.operation_id NOT IN (SELECT id FROM payflow.operations WHERE payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry'))"
+	pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox o WHERE $mine ORDER BY 1" >"$work/waiting-before"
 	published_id=$(pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox_published WHERE message_id = 'msg-up-1'")
 	pf_psql -d pf_upgrade_old -qc "ALTER EXTENSION payflow UPDATE" >/dev/null
 	pf_eq "$from: updated to $current" "$current" \
@@ -88,12 +113,37 @@ for from in $released; do
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox_published WHERE message_id = 'msg-up-1'")"
 	# the claim made before the update expires (its relay is gone)
 	pf_psql -d pf_upgrade_old -Atq -c "UPDATE payflow.outbox SET claim_expires_at = now() - interval '1 second'" \
-		-c "SELECT c.event_id FROM payflow.outbox_claim(100, 'relay-after') c ORDER BY 1" >"$work/claimed-after"
+		-c "SELECT c.event_id FROM payflow.outbox_claim(100, 'relay-after') c
+			 WHERE c.event_id IN (SELECT o.event_id FROM payflow.outbox o WHERE $mine) ORDER BY 1" >"$work/claimed-after"
 	pf_ok "$from: the events waiting before the update are claimed after it, each once" \
 		cmp -s "$work/waiting-before" "$work/claimed-after"
 	pf_eq "$from: ... and they are in the log, with their bodies" "$(wc -l <"$work/waiting-before")" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT count(*) FROM payflow.outbox o JOIN payflow.outbox_events e USING (seq)
-											  WHERE payflow._outbox_event_body(e) = o.body")"
+											  WHERE payflow._outbox_event_body(e) = o.body AND $mine")"
+	# (0.5.0 keeps the last error of a step that succeeded only in its attempts)
+	in_flight >"$work/in-flight-after"
+	pf_ok "$from: its steps in flight read as they did (a running one, one done and one waiting, a retry)" \
+		cmp -s "$work/in-flight-before" "$work/in-flight-after"
+	pf_eq "$from: ... a repeated completion of the step done answers its first event" "$mid_event" \
+		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.complete_step(id, 'PROCESS_PAYMENT', 'w-old', '{\"charge_id\": \"ch-mid\"}') ->> 'eventId'
+										  FROM payflow.operations WHERE payment_id = 'upgrade-mid'")"
+	pf_eq "$from: ... and every one of them finishes on the new engine, its history intact" \
+		"upgrade-mid|COMPLETED|6 upgrade-retry|COMPLETED|6 upgrade-run|COMPLETED|6" \
+		"$(pf_psql -d pf_upgrade_old -Atq >/dev/null <<-'SQL'
+			UPDATE payflow.operations SET step_next_attempt_at = now() WHERE payment_id = 'upgrade-retry';
+			SELECT payflow.run_scheduler();
+			SELECT payflow.claim_step(id, 'PROCESS_PAYMENT', 'w-new') FROM payflow.operations WHERE payment_id = 'upgrade-retry';
+			SELECT payflow.complete_step(id, 'PROCESS_PAYMENT', w, '{"charge_id": "ch"}')
+			  FROM payflow.operations, LATERAL (SELECT CASE payment_id WHEN 'upgrade-run' THEN 'w-old' ELSE 'w-new' END) x(w)
+			 WHERE payment_id IN ('upgrade-run', 'upgrade-retry');
+			SELECT payflow.claim_step(id, s, 'w-new'), payflow.complete_step(id, s, 'w-new', '{"ok": true}')
+			  FROM payflow.operations, unnest(ARRAY['POST_PROCESS', 'CREATE_INVOICE']) s
+			 WHERE payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry');
+		SQL
+		pf_psql -d pf_upgrade_old -Atqc "SELECT string_agg(o.payment_id || '|' || o.status || '|' ||
+													   (SELECT count(*) FROM payflow.history(o.id)), ' ' ORDER BY o.payment_id)
+											  FROM payflow.operations o
+											 WHERE o.payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry')")"
 	pf_eq "$from: an operation from before the update keeps its status" "PENDING" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.status('$op') ->> 'status'")"
 	pf_eq "$from: ... and is found again by its idempotency key" "$op" \

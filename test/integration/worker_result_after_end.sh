@@ -27,8 +27,8 @@ wk_log "stopped a (pid $WK_PID_a) in the middle of its call"
 
 # What the scheduler does to a stalled worker's step on its last attempt
 # (the attempt is raised past max_attempts instead of waiting for five).
-q -c "UPDATE payflow.steps SET attempt = 99, lease_expires_at = now() - interval '1 second'
-	  WHERE operation_id = '$op' AND step_name = 'PROCESS_PAYMENT'" >/dev/null
+q -c "UPDATE payflow.operations SET step_attempt = 99, step_lease_expires_at = now() - interval '1 second'
+	  WHERE id = '$op' AND current_step = 'PROCESS_PAYMENT'" >/dev/null
 q -c "SELECT payflow.run_scheduler()" >/dev/null
 pf_eq "the operation FAILED: lease_expired" "FAILED|lease_expired" \
 	"$(q -c "SELECT status || '|' || (error ->> 'code') FROM payflow.operations WHERE id = '$op'")"

@@ -66,7 +66,7 @@ pf_reserve_test_ports() {
 # history stays).
 pf_forget_leftovers() {
 	pf_psql -Atq -c "DELETE FROM payflow.outbox" \
-		-c "DELETE FROM payflow.steps s USING payflow.operations o WHERE o.id = s.operation_id AND o.terminal_at IS NULL" \
+		-c "DELETE FROM payflow.step_results s USING payflow.operations o WHERE o.id = s.operation_id AND o.terminal_at IS NULL" \
 		-c "DELETE FROM payflow.operations WHERE terminal_at IS NULL" >/dev/null
 }
 

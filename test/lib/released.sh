@@ -15,7 +15,7 @@ pf_released_placed=()
 # clone has no tag vVERSION (a shallow clone) or its build fails.
 pf_released_install() {
 	local v=$1 tree=$2/v$1 extdir rev
-	extdir="$(pg_config --sharedir)/extension"
+	extdir="$("${PG_CONFIG:-pg_config}" --sharedir)/extension"
 	rev=$(awk -v v="$v" '$1 == v { print $2 }' "$(git rev-parse --show-toplevel)/extension/released-versions")
 	[ -n "$rev" ] || rev=refs/tags/v$v
 	if ! git rev-parse -q --verify "$rev^{commit}" >/dev/null 2>&1; then

@@ -4,18 +4,19 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(75);
+SELECT plan(76);
 
 -- schema
 SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
-SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'steps', 'step_definitions',
+SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'step_results', 'step_definitions',
 	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
-SELECT col_is_pk('payflow', 'steps', ARRAY['operation_id', 'step_name'], 'a step is keyed by (operation_id, step_name)');
+SELECT col_is_pk('payflow', 'step_results', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
+SELECT has_view('payflow', 'steps', 'steps is a view of the open steps (in operations) and the steps done');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
 -- every public function says what it does (\df+; extension/sql/comments.sql)
 SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg_proc p
@@ -24,7 +25,7 @@ SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg
 		  'every public function has a COMMENT');
 -- hot tables are built for churn
 SELECT ok((SELECT reloptions @> ARRAY['fillfactor=30'] FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'outbox leaves room for HOT updates (a claim updates whole pages)');
-SELECT ok((SELECT reloptions @> ARRAY['fillfactor=50'] FROM pg_class WHERE oid = 'payflow.steps'::regclass), 'steps leave room for a HOT claim of every row of a page');
+SELECT ok((SELECT reloptions @> ARRAY['fillfactor=70'] FROM pg_class WHERE oid = 'payflow.operations'::regclass), 'operations leave room for the HOT updates of their open steps');
 SELECT ok((SELECT bool_or(o LIKE 'autovacuum_vacuum_scale_factor=%') FROM pg_class, unnest(reloptions) o WHERE oid = 'payflow.outbox'::regclass), 'outbox has its own autovacuum settings');
 -- storage v2: the outbox's work list writes no WAL; the log it is rebuilt
 -- from after a crash, and the sequence of its seqs, are durable
@@ -36,26 +37,30 @@ SELECT ok((SELECT bool_and(relpersistence = 'p') FROM pg_class
 SELECT has_view('payflow', 'outbox_published', 'the published log is a view of the batches');
 -- a heartbeat changes no indexed column, so it can be a HOT update
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
-					   WHERE i.indrelid = 'payflow.steps'::regclass
-						 AND a.attname = 'lease_expires_at'
-						 AND (a.attnum = ANY (i.indkey) OR pg_get_expr(i.indpred, i.indrelid) LIKE '%lease_expires_at%')),
-		  'lease_expires_at is in no index of payflow.steps');
--- nor does a claim (status, attempt, lease, claimed_at, pending_since)
+					   WHERE i.indrelid = 'payflow.operations'::regclass
+						 AND a.attname = 'step_lease_expires_at'
+						 AND (a.attnum = ANY (i.indkey) OR pg_get_expr(i.indpred, i.indrelid) LIKE '%step_lease_expires_at%')),
+		  'step_lease_expires_at is in no index of payflow.operations');
+-- nor does a claim (the status, the attempt, the lease, claimed_at, pending_since)
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
-					   WHERE i.indrelid = 'payflow.steps'::regclass
-						 AND a.attname IN ('status', 'attempt', 'lease_owner', 'lease_expires_at', 'claimed_at',
-										   'pending_since', 'external_ref')
+					   WHERE i.indrelid = 'payflow.operations'::regclass
+						 AND a.attname IN ('status', 'updated_at', 'step_status', 'step_attempt', 'step_lease_owner',
+										   'step_lease_expires_at', 'step_claimed_at', 'step_pending_since',
+										   'step_external_ref')
 						 AND (a.attnum = ANY (i.indkey)
 							  OR pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M'))),
-		  'claims, heartbeats and saved refs change no indexed column of payflow.steps');
--- nor does a completion (the open steps are found through their operations)
+		  'claims, heartbeats and saved refs change no indexed column of payflow.operations');
+-- nor does a completion that opens the next step in the same row (only the
+-- last one sets terminal_at, which is indexed)
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
-					   WHERE i.indrelid = 'payflow.steps'::regclass
-						 AND a.attname IN ('status', 'lease_expires_at', 'pending_since', 'result', 'result_ref',
-										   'completed_event_id', 'last_error', 'finished_at')
+					   WHERE i.indrelid = 'payflow.operations'::regclass
+						 AND a.attname IN ('current_step', 'status', 'updated_at', 'step_input_ref', 'step_created_at',
+										   'step_external_ref', 'step_attempt', 'step_claimed_at', 'step_lease_owner',
+										   'step_status', 'step_pending_since', 'step_last_error',
+										   'step_lease_expires_at')
 						 AND (a.attnum = ANY (i.indkey)
 							  OR pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M'))),
-		  'completions and failures change no indexed column of payflow.steps');
+		  'completions that open the next step change no indexed column of payflow.operations');
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
 					   WHERE i.indrelid = 'payflow.outbox'::regclass
 						 AND a.attname IN ('claimed_by', 'claim_expires_at', 'attempts', 'available_at')

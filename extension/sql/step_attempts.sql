@@ -1,0 +1,40 @@
+-- payflow: the trigger that records each step attempt that ended without
+-- success in payflow.step_attempts (the table: admin.sql).
+--
+-- The open step is part of the operations row (0.5.0), so an attempt ends
+-- in an update of that row: its step stays the same (a completion moves
+-- current_step on, or ends the operation with step_status SUCCEEDED, and
+-- the success is the step_results row) and the step leaves RUNNING or a
+-- new attempt starts over it (a takeover); or a step not running fails (a
+-- dead-lettered request).  The WHEN clause is evaluated for every update
+-- of an operation without a function call, and false on the common path.
+
+CREATE OR REPLACE FUNCTION payflow._record_step_attempt() RETURNS trigger
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	IF OLD.step_status = 'RUNNING' THEN
+		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
+		VALUES (NEW.id, NEW.current_step, OLD.step_attempt, OLD.step_lease_owner, OLD.step_claimed_at,
+				-- still RUNNING with a new attempt: another worker took the step over
+				CASE WHEN NEW.step_status = 'RUNNING' THEN 'lease_expired' ELSE NEW.step_status END,
+				CASE WHEN NEW.step_status IN ('RETRY_WAIT', 'FAILED') THEN NEW.step_last_error END);
+	ELSE
+		-- finished without a RUNNING row of its own (claim and outcome in one statement)
+		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
+		VALUES (NEW.id, NEW.current_step, NEW.step_attempt, NEW.step_lease_owner, NEW.step_claimed_at,
+				NEW.step_status, CASE WHEN NEW.step_status = 'FAILED' THEN NEW.step_last_error END);
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER operations_attempt_ended AFTER UPDATE ON payflow.operations
+	FOR EACH ROW
+	WHEN (NEW.current_step = OLD.current_step AND NEW.step_status <> 'SUCCEEDED'
+		  AND ((OLD.step_status = 'RUNNING' AND (NEW.step_status <> 'RUNNING' OR NEW.step_attempt <> OLD.step_attempt))
+			   OR (OLD.step_status <> 'RUNNING' AND OLD.step_status <> NEW.step_status AND NEW.step_status = 'FAILED'
+				   AND NEW.step_attempt > 0)))
+	EXECUTE FUNCTION payflow._record_step_attempt();
+
+REVOKE ALL ON FUNCTION payflow._record_step_attempt() FROM PUBLIC;

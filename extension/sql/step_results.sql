@@ -1,0 +1,63 @@
+-- payflow: the steps that are done, and payflow.steps (0.5.0, storage v2).
+--
+-- An operation's open step lives in its operations row (tables.sql).  A
+-- step that succeeded leaves one row here, written once by its completion
+-- and never updated; purge deletes it with its operation.  payflow.steps
+-- shows both with 0.4's columns, for people and tools that read them; the
+-- step functions are the only writers.
+
+-- A step that succeeded: who ran it (the attempt that succeeded), when, and
+-- what it handed on.  Facts stored elsewhere are not repeated: the input is
+-- the result reference of the step before (request_ref for the first), the
+-- result is the step's result payload, or the operation's result for the
+-- last step; result is stored here only for a step that has neither.
+-- Failed attempts are in step_attempts (admin.sql).
+CREATE TABLE payflow.step_results (
+	operation_id text COLLATE "C" NOT NULL,
+	step_name text COLLATE "C" NOT NULL,
+	created_at timestamptz NOT NULL,		-- when the step was ready
+	claimed_at timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	attempt integer NOT NULL,
+	lease_owner text,
+	external_ref text,
+	result_ref jsonb,
+	completed_event_id uuid,		-- the event its completion wrote: a repeated complete_step's answer
+	result jsonb,					-- only when no payload and no operation result holds it
+	PRIMARY KEY (operation_id, step_name)
+);
+
+-- 0.4's steps table, column for column: the done steps, then the open step
+-- of each operation that has one (a FAILED or CANCELLED operation keeps
+-- the step it ended on, finished when the operation ended).
+CREATE VIEW payflow.steps AS
+	SELECT r.operation_id, r.step_name, r.created_at,
+		   coalesce((SELECT b.result_ref
+					   FROM payflow.step_results b
+					   JOIN payflow.step_definitions bd ON bd.pipeline_version = o.pipeline_version
+													   AND bd.step_name = b.step_name
+					  WHERE b.operation_id = r.operation_id AND b.result_ref IS NOT NULL
+						AND bd.position < d.position
+					  ORDER BY bd.position DESC LIMIT 1), o.request_ref) AS input_ref,
+		   r.external_ref, r.attempt, r.lease_owner, r.claimed_at,
+		   'SUCCEEDED'::text AS status,
+		   NULL::timestamptz AS lease_expires_at, NULL::timestamptz AS pending_since,
+		   NULL::timestamptz AS next_attempt_at,
+		   coalesce(r.result,
+					CASE WHEN o.current_step = r.step_name AND o.step_status = 'SUCCEEDED' THEN o.result END,
+					(SELECT convert_from(p.content, 'UTF8')::jsonb
+					   FROM payflow.payloads p
+					  WHERE r.result_ref ->> 'store' = 'pg' AND p.key = r.result_ref ->> 'key'
+						AND p.operation_id = r.operation_id)) AS result,
+		   r.result_ref, r.completed_event_id, NULL::jsonb AS last_error, r.finished_at
+	  FROM payflow.step_results r
+	  JOIN payflow.operations o ON o.id = r.operation_id
+	  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = r.step_name
+	UNION ALL
+	SELECT o.id, o.current_step, o.step_created_at, coalesce(o.step_input_ref, o.request_ref),
+		   o.step_external_ref, o.step_attempt, o.step_lease_owner, o.step_claimed_at, o.step_status,
+		   o.step_lease_expires_at, o.step_pending_since, o.step_next_attempt_at,
+		   NULL::jsonb, NULL::jsonb, NULL::uuid, o.step_last_error,
+		   CASE WHEN o.step_status IN ('FAILED', 'CANCELLED') THEN o.terminal_at END
+	  FROM payflow.operations o
+	 WHERE o.step_status <> 'SUCCEEDED';

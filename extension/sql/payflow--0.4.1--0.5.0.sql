@@ -23,6 +23,8 @@
 -- Storage v2, phase 2: the open step moves into the operations row and a
 -- step that is done leaves a row in step_results; payflow.steps becomes a
 -- view of both (tables.sql, step_results.sql, the migration below).
+-- s3_unretained_keys(): the S3 objects no operation keeps any more, for
+-- payflow-s3-sweep (issue 26, L3; s3_purge.sql).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -176,3 +178,4 @@ REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() F
 --@@ include admin_roles.sql @@
 --@@ include metrics.sql @@
 --@@ include backup.sql @@
+--@@ include s3_purge.sql @@

@@ -15,7 +15,8 @@
 -- tables.sql, common.sql (internal helpers), payloads.sql, outbox.sql,
 -- operations.sql (the application's API), tenants.sql, steps.sql (what
 -- workers call), hooks.sql, consumers.sql, webhooks.sql, scheduler.sql
--- (replay, run_scheduler), purge.sql, metrics.sql, pipeline.sql (the
+-- (replay, run_scheduler), purge.sql, s3_purge.sql (what the S3 sweeper
+-- deletes), metrics.sql, pipeline.sql (the
 -- pipeline as data), admin_operation.sql and admin.sql (the console's
 -- API); comments.sql says in one line what each public function does
 -- (\df+).  The order matters where a SQL-language function reads another
@@ -118,6 +119,7 @@ $roles$;
 
 --@@ include scheduler.sql @@
 --@@ include purge.sql @@
+--@@ include s3_purge.sql @@
 
 --@@ include metrics.sql @@
 

@@ -1,7 +1,7 @@
 /*
  * s3.h
  *		Amazon S3 client for claim-check payloads: PutObject with checksums,
- *		GetObject with verification, DeleteObjects.
+ *		GetObject with verification, ListObjectsV2, DeleteObjects.
  *
  * The endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else
  * https://s3.<region>.amazonaws.com. Addressing is path-style
@@ -18,6 +18,7 @@
 #define PAYFLOW_S3_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "payflow/aws_client.h"
 #include "payflow/buf.h"
@@ -25,6 +26,16 @@
 #include "payflow/error.h"
 
 #define PF_S3_MAX_DELETE 1000
+#define PF_S3_MAX_LIST 1000
+
+/* One page of a listing: keys in order, each with its LastModified. */
+typedef struct pf_s3_listing
+{
+	int			n;
+	char	  **keys;
+	int64_t    *last_modified;	/* Unix seconds, UTC */
+	char	   *next_token;		/* NULL on the last page */
+} pf_s3_listing;
 
 typedef struct pf_s3 pf_s3;
 
@@ -43,6 +54,14 @@ pf_result	pf_s3_put_object(pf_s3 *s3, const char *bucket, const char *key, const
  */
 pf_result	pf_s3_get_object(pf_s3 *s3, const char *bucket, const char *key, const char *expected_checksum,
 							 pf_buf *out, pf_error *err);
+
+/*
+ * One page (at most max_keys, 1 to 1000) of the keys under prefix, after
+ * the page that gave token (NULL: the first); out is freed and refilled.
+ */
+pf_result	pf_s3_list_objects(pf_s3 *s3, const char *bucket, const char *prefix, const char *token,
+							   int max_keys, pf_s3_listing *out, pf_error *err);
+void		pf_s3_listing_free(pf_s3_listing *listing);
 
 /* Delete up to 1000 keys; *n_failed (may be NULL) counts keys S3 refused. */
 pf_result	pf_s3_delete_objects(pf_s3 *s3, const char *bucket, const char *const *keys, int n,

@@ -5,6 +5,15 @@
 #include "payflow/clock.h"
 
 int64_t
+pf_wall_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec;
+}
+
+int64_t
 pf_now_ms(void)
 {
 	struct timespec ts;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -292,6 +293,150 @@ xml_escape(pf_buf *out, const char *s)
 				pf_buf_append_char(out, *s);
 		}
 	}
+}
+
+/* The text of the first <tag>…</tag> between from and to, unescaped; or NULL. */
+static char *
+xml_text_between(const char *from, const char *to, const char *tag)
+{
+	char		open[64],
+				close[64];
+	const char *a,
+			   *b;
+	pf_buf		out = PF_BUF_INIT;
+	static const char *const entities[][2] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"},
+	{"&quot;", "\""}, {"&apos;", "'"}};
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	a = strstr(from, open);
+	if (a == NULL || a >= to)
+		return NULL;
+	a += strlen(open);
+	b = strstr(a, close);
+	if (b == NULL || b > to)
+		return NULL;
+	while (a < b)
+	{
+		size_t		i;
+
+		for (i = 0; i < sizeof(entities) / sizeof(entities[0]); i++)
+			if (strncmp(a, entities[i][0], strlen(entities[i][0])) == 0)
+				break;
+		if (i < sizeof(entities) / sizeof(entities[0]))
+		{
+			pf_buf_append_str(&out, entities[i][1]);
+			a += strlen(entities[i][0]);
+		}
+		else
+			pf_buf_append_char(&out, *a++);
+	}
+	return pf_buf_steal(&out);
+}
+
+/* "2026-12-06T04:59:40.000Z" as Unix seconds; 0 when unreadable. */
+static int64_t
+parse_iso_time(const char *text)
+{
+	struct tm	tm;
+
+	memset(&tm, 0, sizeof(tm));
+	if (text == NULL || sscanf(text, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+							   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t) timegm(&tm);
+}
+
+void
+pf_s3_listing_free(pf_s3_listing *listing)
+{
+	for (int i = 0; i < listing->n; i++)
+		free(listing->keys[i]);
+	free(listing->keys);
+	free(listing->last_modified);
+	free(listing->next_token);
+	memset(listing, 0, sizeof(*listing));
+}
+
+pf_result
+pf_s3_list_objects(pf_s3 *s3, const char *bucket, const char *prefix, const char *token, int max_keys,
+				   pf_s3_listing *out, pf_error *err)
+{
+	pf_buf		query = PF_BUF_INIT;
+	char	   *url;
+	pf_aws_call call;
+	pf_result	r;
+
+	pf_s3_listing_free(out);
+	if (max_keys < 1 || max_keys > PF_S3_MAX_LIST)
+		return pf_error_set(err, PF_ERR_INVALID, "InvalidInput", "ListObjectsV2 takes 1 to %d keys a page",
+							PF_S3_MAX_LIST);
+	/* in the canonical order, each value encoded once */
+	if (token)
+	{
+		pf_buf_append_str(&query, "continuation-token=");
+		pf_uri_encode(&query, token, strlen(token), false);
+		pf_buf_append_char(&query, '&');
+	}
+	pf_buf_appendf(&query, "list-type=2&max-keys=%d&prefix=", max_keys);
+	pf_uri_encode(&query, prefix ? prefix : "", prefix ? strlen(prefix) : 0, false);
+	url = bucket_url(s3, bucket, NULL, pf_buf_str(&query));
+	init_call(&call, "GET", url, NULL, 0);
+	r = pf_aws_perform(s3->aws, &call);
+	if (r != PF_OK)
+	{
+		if (err)
+			*err = call.error;
+	}
+	else
+	{
+		const char *body = pf_buf_str(&call.http.response);
+		const char *end = body + strlen(body);
+		const char *p = body;
+		int			room = 0;
+		char	   *truncated;
+
+		while ((p = strstr(p, "<Contents>")) != NULL)
+		{
+			const char *close = strstr(p, "</Contents>");
+			char	   *key;
+
+			if (close == NULL)
+				break;
+			key = xml_text_between(p, close, "Key");
+			if (key != NULL)
+			{
+				char	   *modified = xml_text_between(p, close, "LastModified");
+
+				if (out->n == room)
+				{
+					room = room ? 2 * room : 64;
+					out->keys = pf_realloc(out->keys, room * sizeof(char *));
+					out->last_modified = pf_realloc(out->last_modified, room * sizeof(int64_t));
+				}
+				out->keys[out->n] = key;
+				out->last_modified[out->n] = parse_iso_time(modified);
+				out->n++;
+				free(modified);
+			}
+			p = close;
+		}
+		truncated = xml_text_between(body, end, "IsTruncated");
+		if (truncated && strcmp(truncated, "true") == 0)
+		{
+			out->next_token = xml_text_between(body, end, "NextContinuationToken");
+			if (out->next_token == NULL)
+				r = pf_error_set(err, PF_ERR_TRANSIENT, "InvalidResponse",
+								 "a truncated listing without NextContinuationToken");
+		}
+		free(truncated);
+	}
+	pf_aws_call_free(&call);
+	pf_buf_free(&query);
+	free(url);
+	return r;
 }
 
 pf_result

@@ -36,9 +36,10 @@
 #define PF_PROGRAM_WEBHOOK		0x40	/* payflow-worker --role webhook */
 #define PF_PROGRAM_HTTP_STEP	0x80	/* payflow-worker --role http --step NAME */
 #define PF_PROGRAM_SQL_STEP		0x100	/* payflow-worker --role sql --step NAME */
-#define PF_PROGRAM_ANY			0x1FF
+#define PF_PROGRAM_S3_SWEEP		0x200	/* payflow-s3-sweep */
+#define PF_PROGRAM_ANY			0x3FF
 /* Programs that call AWS (they need a region and credentials). */
-#define PF_PROGRAM_USES_AWS		(PF_PROGRAM_RELAY | PF_PROGRAM_WORKER)
+#define PF_PROGRAM_USES_AWS		(PF_PROGRAM_RELAY | PF_PROGRAM_WORKER | PF_PROGRAM_S3_SWEEP)
 
 typedef enum pf_legacy_mode
 {
@@ -157,6 +158,9 @@ typedef struct pf_config
 	int			protection_minutes; /* ExpiresInMinutes of each protection */
 	int			protection_idle_seconds;	/* released once nothing was held this long */
 	int			protection_renew_seconds;	/* renewed when less than this is left */
+	int			s3_orphan_grace;	/* seconds: younger unkept objects stay */
+	int			s3_sweep_interval;	/* seconds from one sweep's start to the next */
+	int			s3_sweep_page;	/* keys per listing page */
 } pf_config;
 
 /*

@@ -41,6 +41,7 @@ static const struct
 	{PF_PROGRAM_WEBHOOK, "worker:webhook"},
 	{PF_PROGRAM_HTTP_STEP, "worker:http"},
 	{PF_PROGRAM_SQL_STEP, "worker:sql"},
+	{PF_PROGRAM_S3_SWEEP, "s3-sweep"},
 };
 
 #define ROLE_BITS (PF_PROGRAM_PAYMENT | PF_PROGRAM_POSTPROCESS | PF_PROGRAM_INVOICE | PF_PROGRAM_WEBHOOK | \

@@ -20,9 +20,10 @@
 #define WEBHOOK PF_PROGRAM_WEBHOOK
 #define HTTP_STEP PF_PROGRAM_HTTP_STEP
 #define SQL_STEP PF_PROGRAM_SQL_STEP
+#define S3_SWEEP PF_PROGRAM_S3_SWEEP
 #define ANY PF_PROGRAM_ANY
-/* the AWS clients: SQS in the relay and the workers, S3 in the workers and the api */
-#define AWS (RELAY | WORKER | API)
+/* the AWS clients: SQS in the relay and the workers, S3 in the workers, the api and the sweeper */
+#define AWS (RELAY | WORKER | API | S3_SWEEP)
 #define NONE 0
 
 /*
@@ -42,7 +43,7 @@ const pf_setting pf_settings[] = {
 	{"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", T_STRING, AT(aws_container_authorization_token_file), AWS, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"AWS_ENDPOINT_URL", T_URL, AT(aws_endpoint_url), AWS, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"AWS_ENDPOINT_URL_SQS", T_URL, AT(aws_endpoint_url_sqs), RELAY | WORKER, NONE, NULL, false, NULL, 0, 0, NULL},
-	{"AWS_ENDPOINT_URL_S3", T_URL, AT(aws_endpoint_url_s3), WORKER | API, NONE, NULL, false, NULL, 0, 0, NULL},
+	{"AWS_ENDPOINT_URL_S3", T_URL, AT(aws_endpoint_url_s3), WORKER | API | S3_SWEEP, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"AWS_MAX_ATTEMPTS", T_INT, AT(aws_max_attempts), AWS, NONE, "5", false, NULL, 1, 20, NULL},
 
 	{"PAYFLOW_DATABASE_URL", T_CONNINFO, AT(database_url), ANY, PF_PROGRAM_ANY, NULL, true, NULL, 0, 0, NULL},
@@ -54,8 +55,8 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_DRAIN_SECONDS", T_INT, AT(drain_seconds), ANY, NONE, "30", false, NULL, 0, 3600, NULL},
 	{"PAYFLOW_WORKER_ID", T_STRING, AT(worker_id), RELAY | WORKER, NONE, NULL, false, NULL, 0, 0, NULL},
 	{"PAYFLOW_STORE", T_ENUM, AT(store), WORKER | API, NONE, "pg", false, "pg|s3", 0, 0, NULL},
-	{"PAYFLOW_S3_BUCKET", T_STRING, AT(s3_bucket), WORKER | API, NONE, NULL, false, NULL, 0, 0, NULL},
-	{"PAYFLOW_S3_ADDRESSING", T_ENUM, AT(s3_addressing), WORKER | API, NONE, "auto", false, "auto|path|virtual", 0, 0, NULL},
+	{"PAYFLOW_S3_BUCKET", T_STRING, AT(s3_bucket), WORKER | API | S3_SWEEP, S3_SWEEP, NULL, false, NULL, 0, 0, NULL},
+	{"PAYFLOW_S3_ADDRESSING", T_ENUM, AT(s3_addressing), WORKER | API | S3_SWEEP, NONE, "auto", false, "auto|path|virtual", 0, 0, NULL},
 	{"PAYFLOW_LEGACY_ODBC", T_STRING, AT(legacy_odbc), PAYMENT, PF_PROGRAM_PAYMENT, NULL, true, NULL, 0, 0, NULL},
 	{"PAYFLOW_LEGACY_MODE", T_ENUM, AT(legacy_mode), PAYMENT, NONE, "blocking", false, "blocking|submit-poll", 0, 0, NULL},
 	{"PAYFLOW_LEGACY_CALL", T_STRING, AT(legacy_call), PAYMENT, NONE, NULL, false, NULL, 0, 0, NULL},
@@ -142,6 +143,14 @@ const pf_setting pf_settings[] = {
 	{"PAYFLOW_PROTECTION_MINUTES", T_INT, AT(protection_minutes), WORKER, NONE, "40", false, NULL, 1, 2880, NULL},
 	{"PAYFLOW_PROTECTION_IDLE_SECONDS", T_INT, AT(protection_idle_seconds), WORKER, NONE, "60", false, NULL, 0, 86400, NULL},
 	{"PAYFLOW_PROTECTION_RENEW_SECONDS", T_INT, AT(protection_renew_seconds), WORKER, NONE, "300", false, NULL, 1, 172800, NULL},
+	/*
+	 * payflow-s3-sweep: an object no operation keeps is deleted once this
+	 * old (unless its payloads were purged: at once), so that an upload
+	 * whose submit is still committing is left alone
+	 */
+	{"PAYFLOW_S3_ORPHAN_GRACE", T_INT, AT(s3_orphan_grace), S3_SWEEP, NONE, "3600", false, NULL, 1, 2592000, NULL},
+	{"PAYFLOW_S3_SWEEP_INTERVAL", T_INT, AT(s3_sweep_interval), S3_SWEEP, NONE, "3600", false, NULL, 1, 604800, NULL},
+	{"PAYFLOW_S3_SWEEP_PAGE", T_INT, AT(s3_sweep_page), S3_SWEEP, NONE, "1000", false, NULL, 1, 1000, NULL},
 };
 const size_t pf_n_settings = sizeof(pf_settings) / sizeof(pf_settings[0]);
 

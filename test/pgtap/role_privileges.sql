@@ -21,7 +21,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(70);
+SELECT plan(71);
 
 CREATE ROLE rp_app LOGIN IN ROLE payflow_app;
 CREATE ROLE rp_worker LOGIN IN ROLE payflow_worker;
@@ -31,6 +31,7 @@ CREATE ROLE rp_relay LOGIN IN ROLE payflow_relay;
 CREATE ROLE rp_step LOGIN IN ROLE payflow_step_worker;
 CREATE ROLE rp_postprocess LOGIN IN ROLE payflow_postprocess_worker;
 CREATE ROLE rp_webhook LOGIN IN ROLE payflow_webhook_worker;
+CREATE ROLE rp_s3sweep LOGIN IN ROLE payflow_s3_sweeper;
 
 -- The functions of schema payflow the current role can call: each is
 -- called with NULL arguments; a refusal is 42501 (function or schema),
@@ -158,12 +159,14 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.backoff_delay(integer,interval,interval,double precision)',
 	'payflow.webhook_target(text,uuid,text)',
 	'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
+	'payflow.s3_unretained_keys(text[])',
 	'payflow.pipeline(integer)']);
 -- (all but the webhook worker's own two: webhook_target returns the
--- signing secrets in clear)
+-- signing secrets in clear; and the S3 sweeper's, which the admin needs not)
 INSERT INTO rp_expected
 SELECT DISTINCT 'admin', fn FROM rp_expected
- WHERE fn NOT IN ('payflow.webhook_target(text,uuid,text)', 'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)')
+ WHERE fn NOT IN ('payflow.webhook_target(text,uuid,text)', 'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
+				  'payflow.s3_unretained_keys(text[])')
 UNION
 SELECT 'admin', unnest(ARRAY[
 	'payflow.replay(text)',
@@ -190,12 +193,14 @@ SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payf
 							 'payflow.outbox_nack(uuid,text,text)', 'payflow.outbox_dead_letter(uuid,text,text)'])
 UNION ALL
 SELECT 'step', fn FROM rp_expected
- WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess|run_hook_steps)'
+ WHERE role = 'worker' AND fn !~ '(outbox_|webhook|postprocess|run_hook_steps|s3_)'
 UNION ALL
 SELECT 'webhook', unnest(ARRAY['payflow.webhook_target(text,uuid,text)',
 							   'payflow.record_webhook_failure(uuid,text,text,integer,jsonb)',
 							   'payflow.mark_consumed(text,uuid)', 'payflow.record_dead_letter(text,text,jsonb,text)',
-							   'payflow.pipeline(integer)']);
+							   'payflow.pipeline(integer)'])
+UNION ALL
+SELECT 's3sweep', 'payflow.s3_unretained_keys(text[])';
 INSERT INTO rp_expected
 SELECT 'postprocess', fn FROM rp_expected WHERE role = 'step'
 UNION ALL
@@ -261,7 +266,7 @@ SELECT is(
 SELECT is(
 	(SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
 	  WHERE rolname IN ('payflow_app', 'payflow_worker', 'payflow_admin', 'payflow_relay', 'payflow_step_worker',
-						'payflow_postprocess_worker', 'payflow_webhook_worker')
+						'payflow_postprocess_worker', 'payflow_webhook_worker', 'payflow_s3_sweeper')
 		AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls OR rolreplication)),
 	NULL, 'the payflow roles cannot log in and hold no special attribute (no BYPASSRLS)');
 SELECT ok(NOT pg_has_role('payflow_app', 'payflow_worker', 'MEMBER')
@@ -378,6 +383,10 @@ RESET ROLE;
 SET ROLE rp_webhook;
 SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''webhook''',
 			  'the webhook role can call exactly webhook_target, record_webhook_failure and the consumer functions');
+RESET ROLE;
+SET ROLE rp_s3sweep;
+SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''s3sweep''',
+			  'the S3 sweeper role can call exactly s3_unretained_keys');
 RESET ROLE;
 
 ---------------------------------------------------------------------------

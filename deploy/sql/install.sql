@@ -59,8 +59,10 @@ $$;
 --   payflow_edge_webhook       payflow-worker --role webhook (payflow_webhook_worker:
 --                              webhook_target, which returns each tenant's signing
 --                              secret, and record_webhook_failure; no step function)
+--   payflow_edge_s3_sweep      payflow-s3-sweep (payflow_s3_sweeper: s3_unretained_keys,
+--                              which says which S3 objects no operation keeps)
 --   payflow_edge               every edge program (payflow_worker, the union of the
---                              four roles above): kept for deployments made before the
+--                              five roles above): kept for deployments made before the
 --                              per-program logins; give each program its own instead,
 --                              then DROP ROLE payflow_edge
 --   payflow_monitor            the metrics publisher (deploy/ecs/payflow-metrics.json):
@@ -90,6 +92,9 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_webhook') THEN
 		CREATE ROLE payflow_edge_webhook LOGIN IN ROLE payflow_webhook_worker;
 	END IF;
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge_s3_sweep') THEN
+		CREATE ROLE payflow_edge_s3_sweep LOGIN IN ROLE payflow_s3_sweeper;
+	END IF;
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_monitor') THEN
 		CREATE ROLE payflow_monitor LOGIN;
 	END IF;
@@ -108,7 +113,8 @@ DECLARE
 	v_name text;
 BEGIN
 	FOREACH v_role IN ARRAY ARRAY['payflow_api', 'payflow_edge', 'payflow_edge_relay', 'payflow_edge_payment',
-								  'payflow_edge_invoice', 'payflow_edge_postprocess', 'payflow_edge_webhook'] LOOP
+								  'payflow_edge_invoice', 'payflow_edge_postprocess', 'payflow_edge_webhook',
+								  'payflow_edge_s3_sweep'] LOOP
 		FOREACH v_name IN ARRAY ARRAY['log_parameter_max_length', 'log_parameter_max_length_on_error'] LOOP
 			BEGIN
 				EXECUTE format('ALTER ROLE %I SET %I = 0', v_role, v_name);

@@ -377,7 +377,7 @@ if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 		process.exit(m.Namespace === "Payflow" && l.Environment === "prod" && Number.isInteger(l._aws.Timestamp) &&
 			want.every((n) => names.includes(n)) && names.every((n) => typeof l[n] === "number") ? 0 : 1);' "$emf"
 	pf_eq "install.sql stops PostgreSQL from logging the bind parameters of the api's and every edge program's login" \
-		"payflow_api|2 payflow_edge_invoice|2 payflow_edge_payment|2 payflow_edge_postprocess|2 payflow_edge_relay|2 payflow_edge_webhook|2 payflow_edge|2" \
+		"payflow_api|2 payflow_edge_invoice|2 payflow_edge_payment|2 payflow_edge_postprocess|2 payflow_edge_relay|2 payflow_edge_s3_sweep|2 payflow_edge_webhook|2 payflow_edge|2" \
 		"$(psql -XAtq -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'BEGIN' -f deploy/sql/install.sql \
 			-c "SELECT r.rolname || '|' || count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole,
 					   unnest(s.setconfig) c

@@ -14,6 +14,7 @@
 #include "payflow/aws_client.h"
 #include "payflow/aws_credentials.h"
 #include "payflow/backoff.h"
+#include "payflow/clock.h"
 #include "payflow/config.h"
 #include "payflow/payload_ref.h"
 #include "payflow/s3.h"
@@ -371,6 +372,47 @@ test_s3(stack *st)
 	CHECK(out.len == 0);
 
 	CHECK(pf_s3_get_object(st->s3, bucket, "payments/none/x.json", NULL, &out, &err) == PF_ERR_NOT_FOUND);
+
+	/* ListObjectsV2: pages of one, keys unescaped, LastModified of now */
+	{
+		const char *odd = "payments/pay_01JABCDEFGHJKMNPQRSTVWXYZ0/other.json";
+		pf_s3_listing page;
+		char	   *token = NULL;
+		int			seen = 0;
+		bool		found_odd = false;
+
+		memset(&page, 0, sizeof(page));
+		CHECK(pf_s3_put_object(st->s3, bucket, odd, "x", 1, NULL, &err) == PF_OK);
+		CHECK(pf_s3_put_object(st->s3, bucket, "payments/a&b<c>.json", "x", 1, NULL, &err) == PF_OK);
+		do
+		{
+			if (!CHECK(pf_s3_list_objects(st->s3, bucket, "payments/", token, 1, &page, &err) == PF_OK))
+			{
+				show("ListObjectsV2", &err);
+				break;
+			}
+			free(token);
+			token = page.next_token;
+			page.next_token = NULL;
+			CHECK(page.n <= 1);
+			for (int i = 0; i < page.n; i++)
+			{
+				seen++;
+				found_odd |= strcmp(page.keys[i], "payments/a&b<c>.json") == 0;
+				CHECK(page.last_modified[i] > pf_wall_seconds() - 600 && page.last_modified[i] <= pf_wall_seconds() + 5);
+			}
+		} while (token != NULL && seen < 100);
+		free(token);
+		CHECK(seen >= 3);
+		CHECK(found_odd);
+		CHECK(pf_s3_list_objects(st->s3, bucket, "payments/", NULL, 0, &page, &err) == PF_ERR_INVALID);
+		{
+			const char *more[] = {"payments/a&b<c>.json"};
+
+			CHECK(pf_s3_delete_objects(st->s3, bucket, more, 1, &n_failed, &err) == PF_OK);
+		}
+		pf_s3_listing_free(&page);
+	}
 	if (!CHECK(pf_s3_delete_objects(st->s3, bucket, keys, 2, &n_failed, &err) == PF_OK))
 		show("DeleteObjects", &err);
 	CHECK(n_failed == 0);

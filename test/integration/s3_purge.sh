@@ -177,6 +177,16 @@ env "${sweep_env[@]}" workers/bin/payflow-s3-sweep --once >"$WK_DIR/sweep3.log" 
 pf_eq "sweeper 3: nothing left to delete" "0|0|0" \
 	"$rc|$(grep '"pass done"' "$WK_DIR/sweep3.log" | sed -n 's/.*"deletedPurged":\([0-9]*\).*/\1/p')|$(grep '"pass done"' "$WK_DIR/sweep3.log" | sed -n 's/.*"deletedOrphans":\([0-9]*\).*/\1/p')"
 
+# --- as a service: a pass at start, then waits for the next; SIGTERM ends it with 0
+env "${sweep_env[@]}" workers/bin/payflow-s3-sweep >"$WK_DIR/sweep4.log" 2>&1 &
+sweep4=$!
+WK_PIDS+=("$sweep4")
+pf_ok "sweeper 4: a pass at start" pf_wait_for 20 grep -q '"pass done"' "$WK_DIR/sweep4.log"
+kill -TERM "$sweep4"
+rc=0
+wait "$sweep4" || rc=$?
+pf_eq "sweeper 4: SIGTERM while it waits: exit 0" "0|1" "$rc|$(grep -c '"stopped"' "$WK_DIR/sweep4.log")"
+
 charges=""
 for pay in a b e shared shared-2; do charges+="$(legacy -c "SELECT charge_count('$p-$pay')") "; done
 pf_eq "every payment charged exactly once" "1 1 1 1 1 " "$charges"

@@ -300,9 +300,11 @@ main(int argc, char **argv)
 		int64_t		next = pf_now_ms() + (int64_t) sw.cfg.s3_sweep_interval * 1000;
 		pf_result	r = sweep_pass(&sw, &err);
 
+		/* a signal also cuts a database retry short: that pass ends by the signal, not by a failure */
+		take_signals(&sw);
 		if (once || sw.stop)
 		{
-			status = r == PF_OK ? 0 : 1;
+			status = r == PF_OK || sw.stop ? 0 : 1;
 			break;
 		}
 		if (r != PF_OK && next > pf_now_ms() + RETRY_AFTER_MS)

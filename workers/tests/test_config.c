@@ -139,6 +139,30 @@ test_missing(void)
 	setenv("PAYFLOW_STORE", "s3", 1);
 	expect_error(PF_PROGRAM_RELAY, "missing PAYFLOW_S3_BUCKET: PAYFLOW_STORE is s3");
 
+	/* payflow-s3-sweep: a bucket always, AWS credentials, its own limits */
+	relay_env();
+	expect_error(PF_PROGRAM_S3_SWEEP, "missing PAYFLOW_S3_BUCKET");
+	setenv("PAYFLOW_S3_BUCKET", "payflow-payloads", 1);
+	setenv("PAYFLOW_S3_SWEEP_PAGE", "1001", 1);
+	expect_error(PF_PROGRAM_S3_SWEEP, "invalid PAYFLOW_S3_SWEEP_PAGE: \"1001\" is not an integer from 1 to 1000");
+	unsetenv("PAYFLOW_S3_SWEEP_PAGE");
+	setenv("PAYFLOW_S3_ORPHAN_GRACE", "0", 1);
+	expect_error(PF_PROGRAM_S3_SWEEP, "invalid PAYFLOW_S3_ORPHAN_GRACE: \"0\" is not an integer from 1 to 2592000");
+	unsetenv("PAYFLOW_S3_ORPHAN_GRACE");
+	unsetenv("AWS_REGION");
+	expect_error(PF_PROGRAM_S3_SWEEP, "missing AWS_REGION");
+	setenv("AWS_REGION", "eu-west-1", 1);
+	{
+		pf_config	cfg;
+		char		error[512];
+
+		if (CHECK(load(&cfg, PF_PROGRAM_S3_SWEEP, error)))
+		{
+			CHECK(cfg.s3_orphan_grace == 3600 && cfg.s3_sweep_interval == 3600 && cfg.s3_sweep_page == 1000);
+			pf_config_free(&cfg);
+		}
+	}
+
 	relay_env();
 	setenv("PAYFLOW_QUEUE_URL", "http://127.0.0.1:4566/000000000000/payment-completed", 1);
 	/* neither hook is fine: the role runs payflow.default_postprocess */

@@ -39,28 +39,6 @@ CREATE TABLE payflow.admin_actions (
 	outcome jsonb NOT NULL
 );
 
--- One row per step attempt that ended without success (the steps table
--- keeps only the latest attempt): who ran it, when, and how it ended.
--- Written by a trigger on payflow.operations (step_attempts.sql) whose
--- WHEN clause skips heartbeats, claims and successes: the attempt that
--- succeeded is the step's step_results row (admin_operation shows it), so the common
--- path -- every step right the first time -- writes nothing more than
--- before (0.4.0's bench: the row per success cost 0.8 KB of WAL per
--- operation).  Deleted with its operation (purge) by a statement trigger
--- on payflow.operations.
-CREATE TABLE payflow.step_attempts (
-	operation_id text COLLATE "C" NOT NULL,
-	id bigint GENERATED ALWAYS AS IDENTITY,
-	step_name text NOT NULL,
-	attempt integer NOT NULL,
-	worker text,
-	started_at timestamptz,
-	finished_at timestamptz NOT NULL DEFAULT now(),
-	outcome text NOT NULL,		-- SUCCEEDED, RETRY_WAIT, FAILED, lease_expired
-	error jsonb,
-	PRIMARY KEY (operation_id, id)
-);
-
 -- The admin list pages through operations newest first by id (a ULID,
 -- so id order is creation order): the primary key serves it with no
 -- filter, these two with a tenant or a payment id.  Neither column ever

@@ -10,8 +10,8 @@
 -- what it handed on.  Facts stored elsewhere are not repeated: the input is
 -- the result reference of the step before (request_ref for the first), the
 -- result is the step's result payload, or the operation's result for the
--- last step; result is stored here only for a step that has neither.
--- Failed attempts are in step_attempts (admin.sql).
+-- last step (result is stored here only for a step that has neither), and
+-- the last error is that of its last failed attempt (step_attempts).
 CREATE TABLE payflow.step_results (
 	operation_id text COLLATE "C" NOT NULL,
 	step_name text COLLATE "C" NOT NULL,
@@ -49,7 +49,12 @@ CREATE VIEW payflow.steps AS
 					   FROM payflow.payloads p
 					  WHERE r.result_ref ->> 'store' = 'pg' AND p.key = r.result_ref ->> 'key'
 						AND p.operation_id = r.operation_id)) AS result,
-		   r.result_ref, r.completed_event_id, NULL::jsonb AS last_error, r.finished_at
+		   r.result_ref, r.completed_event_id,
+		   -- the error of its last failed attempt, as 0.4 kept it with the step
+		   (SELECT a.error FROM payflow.step_attempts a
+			 WHERE a.operation_id = r.operation_id AND a.step_name = r.step_name AND a.error IS NOT NULL
+			 ORDER BY a.id DESC LIMIT 1) AS last_error,
+		   r.finished_at
 	  FROM payflow.step_results r
 	  JOIN payflow.operations o ON o.id = r.operation_id
 	  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = r.step_name

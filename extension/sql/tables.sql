@@ -138,6 +138,7 @@ CREATE TABLE payflow.operations (
 	step_attempt integer NOT NULL DEFAULT 0,
 	step_claimed_at timestamptz,
 	step_lease_owner text,
+	step_lease_token uuid,			-- the claim's: later calls present it (step_grants.sql)
 	-- SUCCEEDED only once the last step is done (its row is in step_results)
 	step_status text NOT NULL DEFAULT 'PENDING'
 		CHECK (step_status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
@@ -176,6 +177,28 @@ CREATE TABLE payflow.operation_history (
 	reason text,
 	actor text NOT NULL,
 	at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (operation_id, id)
+);
+
+-- One row per step attempt that ended without success (the operation's row
+-- keeps only the latest attempt of its open step): who ran it, when, and how it ended.
+-- Written by a trigger on payflow.operations (step_attempts.sql) whose
+-- WHEN clause skips heartbeats, claims and successes: the attempt that
+-- succeeded is the step's step_results row (admin_operation shows it), so the common
+-- path -- every step right the first time -- writes nothing more than
+-- before (0.4.0's bench: the row per success cost 0.8 KB of WAL per
+-- operation).  Deleted with its operation (purge) by a statement trigger
+-- on payflow.operations.
+CREATE TABLE payflow.step_attempts (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint GENERATED ALWAYS AS IDENTITY,
+	step_name text NOT NULL,
+	attempt integer NOT NULL,
+	worker text,
+	started_at timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	outcome text NOT NULL,		-- SUCCEEDED, RETRY_WAIT, FAILED, lease_expired
+	error jsonb,
 	PRIMARY KEY (operation_id, id)
 );
 

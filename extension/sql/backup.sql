@@ -39,6 +39,7 @@ BEGIN
 			('payflow.operations', ''),
 			('payflow.operation_history', ''),
 			('payflow.step_results', ''),
+			('payflow.step_grants', ''),
 			('payflow.outbox_events', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),

@@ -26,21 +26,21 @@ COMMENT ON FUNCTION payflow.claim_step(text, text, text, integer) IS
 	'Leases a step of an operation to a worker: run (with its input, attempt and idempotency key), skip, busy or done.';
 COMMENT ON FUNCTION payflow.claim_steps(text, text, text[], integer) IS
 	'claim_step for up to 100 operations in one call, one answer or error per item, a pg input inline.';
-COMMENT ON FUNCTION payflow.heartbeat(text, text, text, integer) IS
+COMMENT ON FUNCTION payflow.heartbeat(text, text, text, integer, text) IS
 	'Renews a step''s lease; false once another worker took the step over.';
-COMMENT ON FUNCTION payflow.save_step_ref(text, text, text, text) IS
+COMMENT ON FUNCTION payflow.save_step_ref(text, text, text, text, text) IS
 	'Keeps a running step''s external job reference (submit-then-poll), handed to a worker that takes over.';
-COMMENT ON FUNCTION payflow.complete_step(text, text, text, jsonb, jsonb) IS
+COMMENT ON FUNCTION payflow.complete_step(text, text, text, jsonb, jsonb, text) IS
 	'Completes a leased step: result stored, operation advanced, the next step''s request or the terminal event in the outbox, in one transaction; idempotent.';
 COMMENT ON FUNCTION payflow.complete_steps(text, text, jsonb) IS
 	'complete_step for up to 100 steps, one answer or error per item.';
-COMMENT ON FUNCTION payflow.fail_step(text, text, text, jsonb, boolean) IS
+COMMENT ON FUNCTION payflow.fail_step(text, text, text, jsonb, boolean, text) IS
 	'Records a failed attempt: a retry after exponential back-off with jitter while attempts remain, else the operation FAILED with a dead letter.';
 COMMENT ON FUNCTION payflow.fail_steps(text, text, jsonb) IS
 	'fail_step for up to 100 steps, one answer or error per item.';
 COMMENT ON FUNCTION payflow.payload_get(jsonb) IS
 	'Reads a payload of the pg store by its reference, checking its sha256 (PF005).';
-COMMENT ON FUNCTION payflow.payload_put(text, text, bytea, text, text) IS
+COMMENT ON FUNCTION payflow.payload_put(text, text, bytea, text, text, text) IS
 	'Writes a step''s result payload in the pg store, only by the step''s lease holder and under its result name; returns the reference.';
 COMMENT ON FUNCTION payflow.default_postprocess(text, jsonb) IS
 	'The shipped post-processing hook: the invoice input from the payment request and the payment result.';
@@ -84,6 +84,10 @@ COMMENT ON FUNCTION payflow.create_api_key(text, text) IS
 	'A tenant''s API key for the HTTP edge, returned once (pfk_...); only its hash is stored.';
 COMMENT ON FUNCTION payflow.revoke_api_key(bigint) IS
 	'Revokes an API key or admin key; false if revoked already.';
+COMMENT ON FUNCTION payflow.grant_step(text, regrole) IS
+	'Binds a step to a role: only members of its roles may claim, renew, complete or fail it (42501), with the claim''s lease token (PF004).';
+COMMENT ON FUNCTION payflow.revoke_step(text, regrole) IS
+	'Unbinds a step from a role; a step left without grants is open to every worker again.';
 COMMENT ON FUNCTION payflow.set_webhook(text, text) IS
 	'Registers or replaces a tenant''s webhook URL and returns a new signing secret once (whsec_...).';
 COMMENT ON FUNCTION payflow.delete_webhook(text) IS

@@ -9,7 +9,7 @@
 -- so nothing else in the details (a card number, say) ever reaches the
 -- invoice API.  Hooks have this signature: (operation_id text,
 -- payment_result jsonb) -> jsonb, the invoice input.
-CREATE FUNCTION payflow.default_postprocess(operation_id text, payment_result jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION payflow.default_postprocess(operation_id text, payment_result jsonb) RETURNS jsonb
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
 	AS $$
@@ -45,7 +45,7 @@ $$;
 -- extension's owner) and checks its signature and answer.  The worker calls
 -- it inside complete_step's statement, so the hook runs in the same
 -- transaction that completes POST_PROCESS and emits InvoiceRequested.
-CREATE FUNCTION payflow.invoke_postprocess(hook regprocedure, operation_id text, payment_result jsonb)
+CREATE OR REPLACE FUNCTION payflow.invoke_postprocess(hook regprocedure, operation_id text, payment_result jsonb)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -97,7 +97,7 @@ $$;
 --    object, that statement is rolled back with what every hook wrote, and
 --    each item runs again on its own as above: a hook may then run twice for
 --    an item, its first run undone.
-CREATE FUNCTION payflow.run_hook_steps(step text, worker_id text, hook regprocedure, operation_ids text[],
+CREATE OR REPLACE FUNCTION payflow.run_hook_steps(step text, worker_id text, hook regprocedure, operation_ids text[],
 									   lease_seconds integer DEFAULT 300)
 	RETURNS TABLE (item integer, operation_id text, answer jsonb, completion jsonb, error jsonb)
 	LANGUAGE plpgsql VOLATILE
@@ -115,6 +115,7 @@ DECLARE
 	v_run_items integer[] := '{}';	-- the items claimed to run with a "pg" input
 	v_run_ids text[] := '{}';
 	v_run_inputs bytea[] := '{}';
+	v_run_tokens text[] := '{}';	-- their claims' lease tokens
 	v_results jsonb[];				-- the batch's answers, NULL where the input is no object
 	v_batched boolean := false;
 BEGIN
@@ -128,6 +129,7 @@ BEGIN
 		v_run_items := v_run_items || r.item;
 		v_run_ids := v_run_ids || r.operation_id;
 		v_run_inputs := v_run_inputs || r.input;
+		v_run_tokens := v_run_tokens || (r.answer ->> 'leaseToken');
 	END LOOP;
 
 	-- the hook's name if it has invoke_postprocess's signature (which, else,
@@ -146,7 +148,8 @@ BEGIN
 			FOR v_n IN 1 .. cardinality(v_run_ids) LOOP
 				IF v_results[v_n] IS NOT NULL AND jsonb_typeof(v_results[v_n]) = 'object' THEN
 					v_items := v_items || jsonb_build_array(jsonb_build_object('operationId', v_run_ids[v_n],
-																			   'result', v_results[v_n]));
+																			   'result', v_results[v_n],
+																			   'leaseToken', v_run_tokens[v_n]));
 				ELSIF jsonb_typeof(convert_from(v_run_inputs[v_n], 'UTF8')::jsonb) = 'object' THEN
 					RAISE EXCEPTION 'a hook answered no JSON object';	-- undone, then item by item
 				END IF;
@@ -163,7 +166,8 @@ BEGIN
 				IF jsonb_typeof(v_input) = 'object' THEN	-- else the usual path says why
 					v_items := v_items || jsonb_build_array(jsonb_build_object(
 						'operationId', v_run_ids[v_n],
-						'result', payflow.invoke_postprocess(hook, v_run_ids[v_n], v_input)));
+						'result', payflow.invoke_postprocess(hook, v_run_ids[v_n], v_input),
+						'leaseToken', v_run_tokens[v_n]));
 				END IF;
 			EXCEPTION WHEN OTHERS THEN
 				v_errors[v_run_items[v_n]] := jsonb_build_object('code', SQLSTATE, 'message', SQLERRM);

@@ -45,6 +45,7 @@ ALTER TABLE payflow.operations
 	ADD COLUMN step_attempt integer NOT NULL DEFAULT 0,
 	ADD COLUMN step_claimed_at timestamptz,
 	ADD COLUMN step_lease_owner text,
+	ADD COLUMN step_lease_token uuid,
 	ADD COLUMN step_status text NOT NULL DEFAULT 'PENDING'
 		CHECK (step_status IN ('PENDING', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
 	ADD COLUMN step_pending_since timestamptz DEFAULT now(),
@@ -86,12 +87,37 @@ DROP TABLE payflow.steps_0_4;
 REVOKE ALL ON payflow.step_results, payflow.steps FROM PUBLIC;
 GRANT SELECT ON payflow.step_results, payflow.steps TO payflow_admin;
 
+-- Steps bound to roles and lease tokens (issue 26, H1, step_grants.sql):
+-- the step functions take the token as a new last argument.
+DROP FUNCTION payflow.heartbeat(text, text, text, integer),
+	payflow.save_step_ref(text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb),
+	payflow._complete_step_full(text, text, text, jsonb, jsonb),
+	payflow.fail_step(text, text, text, jsonb, boolean),
+	payflow.payload_put(text, text, bytea, text, text);
+--@@ include step_grants.sql @@
 --@@ include operations.sql @@
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
+--@@ include hooks.sql @@
 --@@ include scheduler.sql @@
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@
+REVOKE ALL ON payflow.step_grants FROM PUBLIC;
+GRANT SELECT ON payflow.step_grants TO payflow_admin;
+REVOKE ALL ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
+	payflow.save_step_ref(text, text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb, text),
+	payflow._complete_step_full(text, text, text, jsonb, jsonb, text),
+	payflow.fail_step(text, text, text, jsonb, boolean, text),
+	payflow.payload_put(text, text, bytea, text, text, text)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
+	payflow.save_step_ref(text, text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb, text),
+	payflow.fail_step(text, text, text, jsonb, boolean, text),
+	payflow.payload_put(text, text, bytea, text, text, text)
+	TO payflow_step_worker;
 REVOKE ALL ON FUNCTION payflow._step_done(text, text),
 	payflow._status_recorded(text, text, text, text, text),
 	payflow._fail_operation(payflow.operations, jsonb, text),
@@ -177,5 +203,6 @@ GRANT SELECT (previous_until) ON payflow.webhooks TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() FROM PUBLIC;
 --@@ include admin_roles.sql @@
 --@@ include metrics.sql @@
+--@@ include comments.sql @@
 --@@ include backup.sql @@
 --@@ include s3_purge.sql @@

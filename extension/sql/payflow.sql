@@ -109,6 +109,7 @@ $roles$;
 --@@ include tenants.sql @@
 --@@ include authenticate.sql @@
 
+--@@ include step_grants.sql @@
 --@@ include steps.sql @@
 
 --@@ include hooks.sql @@
@@ -155,15 +156,15 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION
 	payflow.status(text),
 	payflow.claim_step(text, text, text, integer),
-	payflow.heartbeat(text, text, text, integer),
-	payflow.save_step_ref(text, text, text, text),
-	payflow.complete_step(text, text, text, jsonb, jsonb),
-	payflow.fail_step(text, text, text, jsonb, boolean),
+	payflow.heartbeat(text, text, text, integer, text),
+	payflow.save_step_ref(text, text, text, text, text),
+	payflow.complete_step(text, text, text, jsonb, jsonb, text),
+	payflow.fail_step(text, text, text, jsonb, boolean, text),
 	payflow.claim_steps(text, text, text[], integer),
 	payflow.complete_steps(text, text, jsonb),
 	payflow.fail_steps(text, text, jsonb),
 	payflow.payload_get(jsonb),
-	payflow.payload_put(text, text, bytea, text, text),
+	payflow.payload_put(text, text, bytea, text, text, text),
 	payflow.mark_consumed(text, uuid),
 	payflow.record_dead_letter(text, text, jsonb, text),
 	payflow.backoff_delay(integer, interval, interval, float8)

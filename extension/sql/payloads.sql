@@ -85,7 +85,8 @@ $$;
 -- could take the key first, and the step's completion would then fail
 -- after the payment was made.
 CREATE OR REPLACE FUNCTION payflow.payload_put(operation_id text, name text, content bytea,
-									step text DEFAULT NULL, worker_id text DEFAULT NULL)
+									step text DEFAULT NULL, worker_id text DEFAULT NULL,
+									lease_token text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -115,11 +116,14 @@ BEGIN
 	d := payflow._step_definition(step);
 	d := payflow._require_step_of(o, d.step_name);
 	PERFORM payflow._require_worker(worker_id, 1);
+	PERFORM payflow._require_step_role(d.step_name);
 	IF o.current_step <> d.step_name OR o.step_status IS DISTINCT FROM 'RUNNING'
 	   OR o.step_lease_owner IS DISTINCT FROM worker_id THEN
 		RAISE EXCEPTION 'worker "%" does not hold the lease of step %', worker_id, d.step_name
 			USING ERRCODE = 'PF004', DETAIL = format('Operation %s.', operation_id);
-	ELSIF name IS DISTINCT FROM d.result_name THEN
+	END IF;
+	PERFORM payflow._require_lease_token(o, lease_token);
+	IF name IS DISTINCT FROM d.result_name THEN
 		RAISE EXCEPTION 'step % writes only its result payload', d.step_name
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = CASE WHEN d.result_name IS NULL THEN format('Step %s has no result payload.', d.step_name)

@@ -96,6 +96,7 @@ BEGIN
 	UPDATE payflow.operations
 	   SET status = v_to, updated_at = CASE WHEN v_to <> v_from THEN now() ELSE updated_at END,
 		   step_attempt = step_attempt + 1, step_claimed_at = now(), step_lease_owner = worker_id,
+		   step_lease_token = gen_random_uuid(),
 		   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
 		   step_lease_expires_at = now() + make_interval(secs => lease_seconds)
 	 WHERE id = o.id
@@ -110,6 +111,7 @@ BEGIN
 		'idempotencyKey', o.id || ':' || lower(d.step_name),
 		'input', coalesce(o.step_input_ref, o.request_ref),
 		'leaseExpiresAt', payflow._iso(o.step_lease_expires_at),
+		'leaseToken', o.step_lease_token,
 		'takeover', v_takeover,
 		'externalRef', o.step_external_ref,
 		'paymentId', o.payment_id,
@@ -120,10 +122,11 @@ BEGIN
 END
 $$;
 
--- Renews a lease; false when this worker no longer holds it.  Touches one
+-- Renews a lease; false when this worker no longer holds it (or presents
+-- the wrong lease token, or none for a step bound to roles).  Touches one
 -- unindexed column: a HOT update.
 CREATE OR REPLACE FUNCTION payflow.heartbeat(operation_id text, step text, worker_id text,
-											 lease_seconds integer DEFAULT 300)
+											 lease_seconds integer DEFAULT 300, lease_token text DEFAULT NULL)
 	RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -132,10 +135,14 @@ BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	PERFORM payflow._require_text('step', step, 64);
 	PERFORM payflow._require_worker(worker_id, lease_seconds);
+	PERFORM payflow._require_step_role(step);
 	UPDATE payflow.operations o
 	   SET step_lease_expires_at = now() + make_interval(secs => lease_seconds)
 	 WHERE o.id = heartbeat.operation_id AND o.current_step = step
-	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id;
+	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id
+	   -- a wrong token, or none for a step bound to roles: not this lease
+	   AND CASE WHEN lease_token IS NULL THEN NOT payflow._step_bound(step)
+				ELSE o.step_lease_token::text = lease_token END;
 	IF FOUND THEN
 		RETURN true;
 	END IF;
@@ -150,7 +157,8 @@ $$;
 -- Saves an external job reference with a running step (submit-poll mode),
 -- so a worker that takes the step over resumes polling instead of
 -- submitting again.
-CREATE OR REPLACE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text)
+CREATE OR REPLACE FUNCTION payflow.save_step_ref(operation_id text, step text, worker_id text, external_ref text,
+												 lease_token text DEFAULT NULL)
 	RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -160,10 +168,13 @@ BEGIN
 	PERFORM payflow._require_text('step', step, 64);
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_text('external_ref', external_ref, 1000);
+	PERFORM payflow._require_step_role(step);
 	UPDATE payflow.operations o
 	   SET step_external_ref = save_step_ref.external_ref
 	 WHERE o.id = save_step_ref.operation_id AND o.current_step = step
-	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id;
+	   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id
+	   AND CASE WHEN lease_token IS NULL THEN NOT payflow._step_bound(step)
+				ELSE o.step_lease_token::text = lease_token END;
 	IF NOT FOUND THEN
 		IF NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = save_step_ref.operation_id) THEN
 			PERFORM payflow._unknown_operation(operation_id);
@@ -251,7 +262,7 @@ $$;
 -- (_complete_fast) does not take (a repeated call, a result_ref, a late
 -- report after the lease expired) and the argument errors.
 CREATE OR REPLACE FUNCTION payflow._complete_step_full(operation_id text, step text, worker_id text, result jsonb,
-													   result_ref jsonb)
+													   result_ref jsonb, lease_token text)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE
 	AS $$
@@ -286,6 +297,7 @@ BEGIN
 				  HINT = 'A FAILED operation can be re-run with payflow.replay(); the step keeps its idempotency key.';
 	END IF;
 	PERFORM payflow._require_lease_holder(o, d.step_name, worker_id);
+	PERFORM payflow._require_lease_token(o, lease_token);
 	IF v_ref IS NOT NULL THEN
 		PERFORM payflow._require_own_ref(o.id, v_ref);
 	END IF;
@@ -350,7 +362,7 @@ $$;
 -- retry_max_delay, and "outcomeUnknown": true when the attempt may have had
 -- its effect (then the last attempt ends the operation as outcome_unknown).
 CREATE OR REPLACE FUNCTION payflow.fail_step(operation_id text, step text, worker_id text, error jsonb,
-											 retryable boolean)
+											 retryable boolean, lease_token text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -372,6 +384,7 @@ BEGIN
 		RAISE EXCEPTION 'retryable must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	PERFORM payflow._require_size('error', octet_length(error::text));
+	PERFORM payflow._require_step_role(d.step_name);
 	-- Card numbers never reach the step, the status document, history,
 	-- dead letters or OperationFailed.
 	error := payflow._mask_card_numbers(error);
@@ -386,6 +399,7 @@ BEGIN
 		RAISE EXCEPTION 'operation "%" is already %', o.id, o.status USING ERRCODE = 'PF006';
 	END IF;
 	PERFORM payflow._require_lease_holder(o, d.step_name, worker_id);
+	PERFORM payflow._require_lease_token(o, lease_token);
 	IF o.step_status = 'RETRY_WAIT' AND o.step_last_error = error THEN
 		-- The same report again (a worker retrying its own call).
 		RETURN jsonb_build_object('action', 'retry', 'attempt', o.step_attempt,
@@ -445,6 +459,7 @@ CREATE OR REPLACE FUNCTION payflow.claim_step(operation_id text, step text, work
 DECLARE
 	v_answer jsonb;
 BEGIN
+	PERFORM payflow._require_step_role(step);
 	SELECT f.answer INTO v_answer FROM payflow._claim_fast(step, worker_id, ARRAY[operation_id], lease_seconds) f;
 	IF FOUND THEN
 		RETURN v_answer;
@@ -457,7 +472,7 @@ $$;
 -- result stored, the next event in the outbox.  A repeated call returns the
 -- first call's answer.  The common case is one statement (_complete_fast).
 CREATE OR REPLACE FUNCTION payflow.complete_step(operation_id text, step text, worker_id text, result jsonb,
-									  result_ref jsonb DEFAULT NULL)
+												 result_ref jsonb DEFAULT NULL, lease_token text DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -465,16 +480,18 @@ CREATE OR REPLACE FUNCTION payflow.complete_step(operation_id text, step text, w
 DECLARE
 	v_answer jsonb;
 BEGIN
+	PERFORM payflow._require_step_role(step);
 	IF result_ref IS NULL THEN
 		SELECT f.answer INTO v_answer
 		  FROM payflow._complete_fast(step, worker_id,
 									  jsonb_build_array(jsonb_build_object('operationId', operation_id,
-																		   'result', result))) f;
+																		   'result', result,
+																		   'leaseToken', lease_token))) f;
 		IF FOUND THEN
 			RETURN v_answer;
 		END IF;
 	END IF;
-	RETURN payflow._complete_step_full(operation_id, step, worker_id, result, result_ref);
+	RETURN payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 END
 $$;
 
@@ -560,13 +577,14 @@ BEGIN
 			   updated_at = CASE WHEN x.status = x.ready_status AND x.running_status <> x.ready_status
 								 THEN now() ELSE o.updated_at END,	-- checked by operations_transition
 			   step_attempt = o.step_attempt + 1, step_claimed_at = now(), step_lease_owner = p_worker_id,
-			   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
+			   step_lease_token = gen_random_uuid(), step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
 			   step_lease_expires_at = now() + make_interval(secs => p_lease_seconds)
 		  FROM x
 		 WHERE o.id = x.id AND o.status = x.status AND o.current_step = p_step
 		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
 		RETURNING o.id AS operation_id, o.step_attempt AS attempt, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
-				  o.step_lease_expires_at AS lease_expires_at, o.step_external_ref AS external_ref,
+				  o.step_lease_expires_at AS lease_expires_at, o.step_lease_token AS lease_token,
+				  o.step_external_ref AS external_ref,
 				  x.status, o.payment_id, o.correlation_id, o.pipeline_version,
 				  x.ready_status, x.running_status, x.input_field, x.result_name
 	), h AS (
@@ -582,6 +600,7 @@ BEGIN
 			   'idempotencyKey', c.operation_id || ':' || lower(p_step),
 			   'input', c.input_ref,
 			   'leaseExpiresAt', payflow._iso(c.lease_expires_at),
+			   'leaseToken', c.lease_token,
 			   'takeover', false,
 			   'externalRef', c.external_ref,
 			   'paymentId', c.payment_id,
@@ -615,6 +634,7 @@ DECLARE
 	v_n integer;
 	v_fast integer := 0;
 BEGIN
+	PERFORM payflow._require_step_role(step);
 	-- The fast path first: it checks the arguments inside its statement and
 	-- takes no item of a call with a wrong one, so the checks below run only
 	-- when some item needs the full logic (each is a statement: 40 us a
@@ -691,6 +711,7 @@ DECLARE
 	v_max_bytes bigint := payflow._setting('payload_max_bytes')::bigint;
 	v_last boolean;
 	v_completed_event text;
+	v_bound boolean := payflow._step_bound(p_step);
 BEGIN
 	-- The step as the newest version that has it defines it; operations of
 	-- older versions (in flight across a pipeline change) take the full path.
@@ -713,7 +734,7 @@ BEGIN
 	RETURN QUERY
 	WITH i AS MATERIALIZED (
 		SELECT DISTINCT ON (x.e ->> 'operationId')
-			   x.n::integer AS n, x.e ->> 'operationId' AS id, x.e -> 'result' AS result,
+			   x.n::integer AS n, x.e ->> 'operationId' AS id, x.e -> 'result' AS result, x.e ->> 'leaseToken' AS token,
 			   convert_to((x.e -> 'result')::text, 'UTF8') AS content, gen_random_uuid() AS event_id
 		  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, n)
 		 WHERE jsonb_typeof(x.e -> 'result') = 'object'
@@ -722,7 +743,7 @@ BEGIN
 	), x AS MATERIALIZED (
 		-- the open step as the completion finds it, read without a lock: the
 		-- update below takes a row only if its attempt is still this one
-		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_claimed_at,
+		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_lease_token, o.step_claimed_at,
 			   o.step_created_at, o.step_external_ref, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
 			   CASE WHEN d.result_name IS NOT NULL THEN
@@ -732,6 +753,8 @@ BEGIN
 		  FROM payflow.operations o JOIN i ON i.id = o.id
 		 WHERE o.status = d.running_status AND o.pipeline_version = d.pipeline_version
 		   AND o.current_step = d.step_name AND o.step_status = 'RUNNING' AND o.step_lease_owner = p_worker_id
+		   -- the claim's token; none only for a step bound to no role
+		   AND CASE WHEN i.token IS NULL THEN NOT v_bound ELSE o.step_lease_token::text = i.token END
 		   AND octet_length(i.content) <= v_max_bytes
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
@@ -759,6 +782,7 @@ BEGIN
 		  FROM x
 		 WHERE op.id = x.id AND op.status = x.status AND op.current_step = d.step_name
 		   AND op.step_status = 'RUNNING' AND op.step_lease_owner = p_worker_id AND op.step_attempt = x.step_attempt
+		   AND op.step_lease_token IS NOT DISTINCT FROM x.step_lease_token
 		RETURNING x.id AS operation_id, x.step_attempt AS attempt, x.result, x.result_ref, x.input_ref, x.n, x.content,
 				  x.event_id, x.status, x.payment_id, x.correlation_id, x.step_created_at, x.step_claimed_at,
 				  x.step_external_ref
@@ -817,6 +841,7 @@ DECLARE
 	v_done boolean[];
 	v_fast integer := 0;
 BEGIN
+	PERFORM payflow._require_step_role(step);
 	-- The fast path first, as in claim_steps: it takes only well-formed
 	-- items of a known step by a valid worker id.
 	IF jsonb_typeof(items) = 'array' AND jsonb_array_length(items) BETWEEN 1 AND 100 THEN
@@ -856,12 +881,12 @@ BEGIN
 		BEGIN
 			IF NOT p_fail THEN
 				answer := payflow._complete_step_full(v_e ->> 'operationId', p_step, p_worker_id, v_e -> 'result',
-													  nullif(v_e -> 'resultRef', 'null'::jsonb));
+													  nullif(v_e -> 'resultRef', 'null'::jsonb), v_e ->> 'leaseToken');
 			ELSIF jsonb_typeof(v_e -> 'retryable') IS DISTINCT FROM 'boolean' THEN
 				RAISE EXCEPTION 'retryable must be true or false' USING ERRCODE = 'invalid_parameter_value';
 			ELSE
 				answer := payflow.fail_step(v_e ->> 'operationId', p_step, p_worker_id, v_e -> 'error',
-											(v_e ->> 'retryable')::boolean);
+											(v_e ->> 'retryable')::boolean, v_e ->> 'leaseToken');
 			END IF;
 		EXCEPTION WHEN OTHERS THEN
 			answer := NULL;
@@ -904,6 +929,7 @@ BEGIN
 	PERFORM payflow._step_definition(step);
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_items(items);
+	PERFORM payflow._require_step_role(step);
 	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(true, step, worker_id, items, NULL);
 END
 $$;

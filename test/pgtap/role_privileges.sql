@@ -138,15 +138,15 @@ UNION ALL
 SELECT 'worker', unnest(ARRAY[
 	'payflow.status(text)',
 	'payflow.claim_step(text,text,text,integer)',
-	'payflow.heartbeat(text,text,text,integer)',
-	'payflow.save_step_ref(text,text,text,text)',
-	'payflow.complete_step(text,text,text,jsonb,jsonb)',
-	'payflow.fail_step(text,text,text,jsonb,boolean)',
+	'payflow.heartbeat(text,text,text,integer,text)',
+	'payflow.save_step_ref(text,text,text,text,text)',
+	'payflow.complete_step(text,text,text,jsonb,jsonb,text)',
+	'payflow.fail_step(text,text,text,jsonb,boolean,text)',
 	'payflow.claim_steps(text,text,text[],integer)',
 	'payflow.complete_steps(text,text,jsonb)',
 	'payflow.fail_steps(text,text,jsonb)',
 	'payflow.payload_get(jsonb)',
-	'payflow.payload_put(text,text,bytea,text,text)',
+	'payflow.payload_put(text,text,bytea,text,text,text)',
 	'payflow.mark_consumed(text,uuid)',
 	'payflow.record_dead_letter(text,text,jsonb,text)',
 	'payflow.default_postprocess(text,jsonb)',
@@ -186,6 +186,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.add_destination(text,text)',
 	'payflow.add_step(text,text,text,text,text,text,text,text,text,text,integer,interval,interval,text)',
 	'payflow.remove_step(text,text)',
+	'payflow.grant_step(text,regrole)',
+	'payflow.revoke_step(text,regrole)',
 	'payflow.reconcile(jsonb,text[])']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected

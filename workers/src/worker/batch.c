@@ -382,8 +382,8 @@ submit_outcome(worker *w, batch_kind kind, const char *operation_id, char *item,
 }
 
 pf_result
-batch_complete(worker *w, const char *operation_id, const char *result, json_t *result_ref, json_t **answer,
-			   pf_error *err)
+batch_complete(worker *w, const char *operation_id, const char *lease_token, const char *result, json_t *result_ref,
+			   json_t **answer, pf_error *err)
 {
 	json_error_t jerr;
 	json_t	   *doc = json_loads(result, 0, &jerr);
@@ -410,6 +410,16 @@ batch_complete(worker *w, const char *operation_id, const char *result, json_t *
 	pf_buf_append_str(&item, result);
 	pf_buf_append_str(&item, ",\"resultRef\":");
 	pf_buf_append_str(&item, ref_text ? ref_text : "null");
+	if (lease_token != NULL)
+	{
+		json_t	   *token = json_string(lease_token);
+		char	   *token_text = json_dumps(token, JSON_ENCODE_ANY);
+
+		pf_buf_append_str(&item, ",\"leaseToken\":");
+		pf_buf_append_str(&item, token_text ? token_text : "null");
+		free(token_text);
+		json_decref(token);
+	}
 	pf_buf_append_char(&item, '}');
 	free(id_text);
 	free(ref_text);
@@ -417,9 +427,11 @@ batch_complete(worker *w, const char *operation_id, const char *result, json_t *
 }
 
 pf_result
-batch_fail(worker *w, const char *operation_id, json_t *error, bool retryable, json_t **answer, pf_error *err)
+batch_fail(worker *w, const char *operation_id, const char *lease_token, json_t *error, bool retryable,
+		   json_t **answer, pf_error *err)
 {
-	json_t	   *item = json_pack("{s:s,s:O,s:b}", "operationId", operation_id, "error", error, "retryable", retryable);
+	json_t	   *item = json_pack("{s:s,s:O,s:b,s:s*}", "operationId", operation_id, "error", error,
+								 "retryable", retryable, "leaseToken", lease_token);
 	char	   *text = json_dumps(item, JSON_COMPACT);
 
 	json_decref(item);

@@ -29,9 +29,9 @@ pf_result	batch_claim_run_complete(worker *w, const char *hook, const char *oper
 									 json_t **completion, json_t **hook_error, pf_error *err);
 
 /* Like db_complete_step and db_fail_step. */
-pf_result	batch_complete(worker *w, const char *operation_id, const char *result, json_t *result_ref,
-						   json_t **answer, pf_error *err);
-pf_result	batch_fail(worker *w, const char *operation_id, json_t *error, bool retryable, json_t **answer,
-					   pf_error *err);
+pf_result	batch_complete(worker *w, const char *operation_id, const char *lease_token, const char *result,
+						   json_t *result_ref, json_t **answer, pf_error *err);
+pf_result	batch_fail(worker *w, const char *operation_id, const char *lease_token, json_t *error, bool retryable,
+					   json_t **answer, pf_error *err);
 
 #endif							/* PAYFLOW_WORKER_BATCH_H */

@@ -107,6 +107,7 @@ db_claim_from_answer(json_t *answer, step_claim *claim, pf_error *err)
 	claim->attempt = (int) json_integer_value(json_object_get(answer, "attempt"));
 	claim->takeover = json_is_true(json_object_get(answer, "takeover"));
 	claim->idempotency_key = dup_member(answer, "idempotencyKey");
+	claim->lease_token = dup_member(answer, "leaseToken");
 	claim->external_ref = dup_member(answer, "externalRef");
 	claim->payment_id = dup_member(answer, "paymentId");
 	claim->result_name = dup_member(answer, "resultName");
@@ -119,6 +120,7 @@ void
 step_claim_free(step_claim *claim)
 {
 	free(claim->idempotency_key);
+	free(claim->lease_token);
 	free(claim->external_ref);
 	free(claim->payment_id);
 	free(claim->result_name);
@@ -128,12 +130,21 @@ step_claim_free(step_claim *claim)
 
 pf_result
 db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id, const char *ref,
-				 pf_error *err)
+				 const char *lease_token, pf_error *err)
 {
-	const char *values[4] = {operation_id, step, worker_id, ref};
+	const char *values[5] = {operation_id, step, worker_id, ref, lease_token};
 
-	return pf_pg_run(pg, PF_PG_IDEMPOTENT, "SELECT payflow.save_step_ref($1, $2, $3, $4)", 4, values, NULL,
+	return pf_pg_run(pg, PF_PG_IDEMPOTENT, "SELECT payflow.save_step_ref($1, $2, $3, $4, $5)", 5, values, NULL,
 					 NULL, 0, NULL, err);
+}
+
+void
+db_lease_key(char *out, size_t size, const char *operation_id, const char *lease_token)
+{
+	if (lease_token != NULL && *lease_token != '\0')
+		snprintf(out, size, "%s %s", operation_id, lease_token);
+	else
+		snprintf(out, size, "%s", operation_id);
 }
 
 void
@@ -157,10 +168,10 @@ db_append_text_array(pf_buf *buf, const char *const *items, int n)
 }
 
 pf_result
-db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *step, const char *worker_id,
+db_heartbeat(pf_pg *pg, const char *const *lease_keys, int n, const char *step, const char *worker_id,
 			 int lease_s, bool *held, pf_error *err)
 {
-	pf_buf		ids = PF_BUF_INIT;
+	pf_buf		keys = PF_BUF_INIT;
 	char		lease[16];
 	const char *values[4];
 	PGresult   *res;
@@ -168,17 +179,19 @@ db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *ste
 
 	if (n == 0)
 		return PF_OK;
-	db_append_text_array(&ids, operation_ids, n);
+	/* each key split in the statement: "<id> <token>", or "<id>" (no token) */
+	db_append_text_array(&keys, lease_keys, n);
 	snprintf(lease, sizeof(lease), "%d", lease_s);
-	values[0] = ids.data;
+	values[0] = keys.data;
 	values[1] = step;
 	values[2] = worker_id;
 	values[3] = lease;
 	r = pf_pg_run(pg, PF_PG_IDEMPOTENT,
-				  "SELECT payflow.heartbeat(t.o, $2, $3, $4::int) "
-				  "FROM unnest($1::text[]) WITH ORDINALITY AS t(o, i) ORDER BY t.i",
+				  "SELECT payflow.heartbeat(split_part(t.k, ' ', 1), $2, $3, $4::int, "
+				  "nullif(split_part(t.k, ' ', 2), '')) "
+				  "FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) ORDER BY t.i",
 				  4, values, NULL, NULL, 0, &res, err);
-	pf_buf_free(&ids);
+	pf_buf_free(&keys);
 	if (r != PF_OK)
 		return r;
 	for (int i = 0; i < n; i++)

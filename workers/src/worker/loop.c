@@ -467,7 +467,7 @@ collect_renewals(worker *w)
 			 * takeover from that commit (PF004, counted there)
 			 */
 			if (!j->claimed || j->finished || j->reporting || j->stop != STOP_NONE || j->claimed_ms > res.offered_ms ||
-				strcmp(j->operation_id, res.lost[k]) != 0)
+				strcmp(j->lease_key, res.lost[k]) != 0)
 				continue;
 			/* counted here, not per lost id: a step that finished while its round ran is no loss */
 			j->stop = STOP_LEASE_LOST;
@@ -508,7 +508,7 @@ heartbeat(worker *w, int64_t due_ms)
 			continue;
 		msgs[n_msgs++] = j->msg;
 		if (j->claimed && j->stop != STOP_LEASE_LOST)
-			claimed[n_claimed++] = j->operation_id;
+			claimed[n_claimed++] = j->lease_key;
 	}
 	pthread_mutex_unlock(&w->lock);
 
@@ -699,7 +699,7 @@ drain_progress(worker *w, int64_t now)
 			j->renewals_stopped = true; /* released: the heartbeat must not hide it again */
 			rel[n_rel++] = j->msg;
 			if (j->claimed)
-				ids[n_ids++] = j->operation_id;
+				ids[n_ids++] = j->lease_key;
 		}
 		pthread_mutex_unlock(&w->lock);
 		if (n_rel > 0)

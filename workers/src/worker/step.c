@@ -129,7 +129,7 @@ step_save_external_ref(step_run *run, const char *ref, pf_error *err)
 
 	if (pg == NULL)
 		return pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free");
-	r = db_save_step_ref(pg, run->operation_id, w->role->step, w->cfg.worker_id, ref, err);
+	r = db_save_step_ref(pg, run->operation_id, w->role->step, w->cfg.worker_id, ref, run->lease_token, err);
 	db_release(w->db, pg);
 	return r;
 }
@@ -397,12 +397,14 @@ static void
 release_lease(worker *w, step_run *run)
 {
 	pf_pg	   *pg = db_acquire(w->db, 5000);
-	const char *ids[1] = {run->operation_id};
+	char		key[DB_LEASE_KEY_LEN + 1];
+	const char *ids[1] = {key};
 	bool		held;
 	pf_error	err;
 
 	if (pg == NULL)
 		return;
+	db_lease_key(key, sizeof(key), run->operation_id, run->lease_token);
 	if (db_heartbeat(pg, ids, 1, w->role->step, w->cfg.worker_id, 1, &held, &err) != PF_OK)
 		pf_log_warn(&run->ids, "cannot shorten the lease: %s", err.message);
 	db_release(w->db, pg);
@@ -491,9 +493,9 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	/* gathered with the other executors' outcomes into one statement (batch.c) */
 	step_reporting(run);
 	if (status == STEP_SUCCEEDED)
-		r = batch_complete(w, run->operation_id, text, result_ref, &answer, &err);
+		r = batch_complete(w, run->operation_id, run->lease_token, text, result_ref, &answer, &err);
 	else
-		r = batch_fail(w, run->operation_id, run->error, status == STEP_RETRYABLE, &answer, &err);
+		r = batch_fail(w, run->operation_id, run->lease_token, run->error, status == STEP_RETRYABLE, &answer, &err);
 	json_decref(result_ref);
 	free(text);
 
@@ -562,6 +564,7 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 	run.operation_id = ev->operation_id;
 	run.payment_id = claim->payment_id ? claim->payment_id : ev->payment_id;
 	run.idempotency_key = claim->idempotency_key;
+	run.lease_token = claim->lease_token;
 	run.external_ref = claim->external_ref;
 	run.attempt = claim->attempt;
 	run.takeover = claim->takeover;
@@ -775,6 +778,7 @@ step_execute(worker *w, executor *ex, job *j)
 		j->claimed = true;
 		j->claimed_ms = pf_now_ms();
 		memcpy(j->operation_id, ev.operation_id, sizeof(j->operation_id));
+		db_lease_key(j->lease_key, sizeof(j->lease_key), ev.operation_id, claim.lease_token);
 		pthread_mutex_unlock(&w->lock);
 		log_job(PF_LOG_INFO, &ids, j,
 				json_pack("{s:i,s:b,s:s*}", "attempt", claim.attempt, "takeover", claim.takeover,

@@ -20,16 +20,16 @@
 
 #include "payflow/downstream_error.h"
 
-/* $1 operation id, $2 worker id, $3 the function, $4 the input, $5 the step */
+/* $1 operation id, $2 worker id, $3 the function, $4 the input, $5 the step, $6 the lease token */
 #define COMPLETE_WITH_HOOK \
 	"SELECT payflow.complete_step($1, $5, $2, " \
-	"payflow.invoke_postprocess($3::regprocedure, $1, $4::jsonb))"
+	"payflow.invoke_postprocess($3::regprocedure, $1, $4::jsonb), NULL, $6)"
 
 step_status
 step_hook_run_sql(step_hook *hook, step_run *run)
 {
 	char	   *input = pf_strndup(run->input, run->input_len);
-	const char *extra[3] = {hook->function, input, step_run_step_name(run)};
+	const char *extra[4] = {hook->function, input, step_run_step_name(run), run->lease_token};
 	pf_error	err;
 	pf_result	r;
 	json_t	   *e;
@@ -39,7 +39,7 @@ step_hook_run_sql(step_hook *hook, step_run *run)
 		free(input);
 		return STEP_ABANDONED;
 	}
-	r = step_complete_with_sql(run, COMPLETE_WITH_HOOK, 3, extra, &err);
+	r = step_complete_with_sql(run, COMPLETE_WITH_HOOK, 4, extra, &err);
 	free(input);
 	if (r == PF_OK)
 		return STEP_COMMITTED;

@@ -143,6 +143,7 @@ typedef struct step_run
 	const char *operation_id;
 	const char *payment_id;
 	const char *idempotency_key;	/* "<operation id>:<step>" */
+	const char *lease_token;	/* the claim's: every later call on the step presents it */
 	const char *external_ref;	/* saved by an earlier attempt (submit-poll), or NULL */
 	int			attempt;
 	bool		takeover;		/* an earlier attempt's lease expired */
@@ -275,6 +276,7 @@ typedef struct step_claim
 	int			attempt;
 	bool		takeover;
 	char	   *idempotency_key;
+	char	   *lease_token;	/* NULL from an extension before 0.5.0 */
 	char	   *external_ref;
 	char	   *payment_id;
 	json_t	   *input;			/* the step's input reference */
@@ -297,10 +299,17 @@ pf_result	db_exec_json(pf_pg *pg, const char *sql, int nparams, const char *cons
 /* {"a","b"}: a text[] literal of n strings, each quoted. */
 void		db_append_text_array(pf_buf *buf, const char *const *items, int n);
 pf_result	db_save_step_ref(pf_pg *pg, const char *operation_id, const char *step, const char *worker_id,
-							 const char *ref, pf_error *err);
+							 const char *ref, const char *lease_token, pf_error *err);
 
-/* Renew n leases of one step kind in one statement; held[i] false when lost. */
-pf_result	db_heartbeat(pf_pg *pg, const char *const *operation_ids, int n, const char *step,
+/*
+ * A lease key: "<operation id> <lease token>", or the operation id alone
+ * when the claim gave no token. Lease keys sort by operation id.
+ */
+#define DB_LEASE_KEY_LEN (PF_OPERATION_ID_LEN + 1 + 36)
+void		db_lease_key(char *out, size_t size, const char *operation_id, const char *lease_token);
+
+/* Renew n leases of one step kind (by lease key) in one statement; held[i] false when lost. */
+pf_result	db_heartbeat(pf_pg *pg, const char *const *lease_keys, int n, const char *step,
 						 const char *worker_id, int lease_s, bool *held, pf_error *err);
 pf_result	db_record_dead_letter(pf_pg *pg, const char *queue, const char *body, json_t *error,
 								  const char *operation_id, pf_error *err);
@@ -320,6 +329,7 @@ struct job
 	bool		finished;
 	bool		reporting;		/* its outcome is being committed: a renewal's "not held" may be that */
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
+	char		lease_key[DB_LEASE_KEY_LEN + 1];	/* db_lease_key: what heartbeats renew */
 	stop_reason stop;
 	int64_t		call_deadline_ms;	/* a blocking call should be over by then; 0: none */
 	bool		interrupted;	/* the watchdog cancelled the current call */

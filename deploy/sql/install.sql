@@ -138,6 +138,23 @@ $$;
 GRANT USAGE ON SCHEMA payflow TO payflow_monitor;
 GRANT EXECUTE ON FUNCTION payflow.metrics() TO payflow_monitor;
 
+-- Each shipped step bound to its program's login (payflow.grant_step,
+-- issue 26 H1): every worker login may call the step functions, so without
+-- this a compromised invoice or risk-check worker could complete
+-- PROCESS_PAYMENT with a made-up result.  A bound step also wants the
+-- claim's lease token with every later call, which the workers send.
+-- payflow_edge, the old login of every program, keeps every step until it
+-- is dropped.  A step added with payflow.add_step is bound the same way by
+-- whoever adds it (payflow.grant_step('RISK_CHECK', 'payflow_edge_risk')).
+DO $$
+BEGIN
+	PERFORM payflow.grant_step(b.step, b.login::regrole)
+	   FROM (VALUES ('PROCESS_PAYMENT', 'payflow_edge_payment'), ('POST_PROCESS', 'payflow_edge_postprocess'),
+					('CREATE_INVOICE', 'payflow_edge_invoice'), ('PROCESS_PAYMENT', 'payflow_edge'),
+					('POST_PROCESS', 'payflow_edge'), ('CREATE_INVOICE', 'payflow_edge')) AS b(step, login);
+END
+$$;
+
 -- TTL purge every 5 minutes, bounded batches; runs as the current role.
 SELECT payflow.schedule_purge('*/5 * * * *');
 

@@ -389,6 +389,23 @@ if [ -n "${PGHOST:-}" ] && psql -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
 			-c "SELECT pg_has_role('payflow_api', 'payflow_console', 'MEMBER')" -c 'SET ROLE payflow_api' \
 			-c "DO \$\$ BEGIN PERFORM payflow.admin_whoami('pfa_' || repeat('0', 64)); EXCEPTION WHEN OTHERS THEN RAISE WARNING 'sqlstate=%', SQLSTATE; END \$\$" \
 			2>&1 | sed -n 's/.*sqlstate=\([0-9A-Z]*\).*/\1/p; /^[tf]$/p' | paste -sd'|')"
+	bound=$(psql -XAtq -v ON_ERROR_STOP=1 2>&1 <<-'EOF' | sed -n 's/.*sqlstate=\([0-9A-Z]*\).*/\1/p; /^run$/p' | paste -sd'|'
+		SET client_min_messages = warning;
+		BEGIN;
+		\i deploy/sql/install.sql
+		SELECT set_config('pf.op', payflow.submit('deploy-bound', '{"amount": 1}'), false) IS NOT NULL AS submitted;
+		SET SESSION AUTHORIZATION payflow_edge_invoice;
+		DO $$ BEGIN PERFORM payflow.claim_step(current_setting('pf.op'), 'PROCESS_PAYMENT', 'w');
+		EXCEPTION WHEN OTHERS THEN RAISE WARNING 'sqlstate=%', SQLSTATE; END $$;
+		RESET SESSION AUTHORIZATION;
+		SET SESSION AUTHORIZATION payflow_edge_payment;
+		SELECT payflow.claim_step(current_setting('pf.op'), 'PROCESS_PAYMENT', 'w') ->> 'action';
+		RESET SESSION AUTHORIZATION;
+		ROLLBACK;
+	EOF
+	)
+	pf_eq "install.sql binds each step to its program's login: the invoice login may not claim PROCESS_PAYMENT (42501), the payment login may" \
+		"42501|run" "$bound"
 	pf_ok "payflow_monitor may not call anything else (payflow.purge is refused)" bash -c \
 		"psql -XAtq -v ON_ERROR_STOP=1 -c 'BEGIN' -f deploy/sql/install.sql -c 'SET ROLE payflow_monitor' -c 'SELECT payflow.purge(1)' 2>&1 | grep -q 'permission denied'"
 else

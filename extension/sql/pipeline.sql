@@ -54,10 +54,14 @@ $$;
 -- The one place every status change is checked: it follows the graph of
 -- the operation's version, and the version never changes
 -- (_guard_transition: C, or its PL/pgSQL twin).  An update that leaves
--- both alone costs nothing (WHEN).  New operations are written by
+-- both alone costs nothing (WHEN).  AFTER, not BEFORE: PostgreSQL locks
+-- the row before every update of a table with a BEFORE row trigger,
+-- whatever its WHEN clause says (a lock record in the WAL before each
+-- claim, heartbeat and completion of the open step in this row); an AFTER
+-- trigger that raises undoes the update all the same.  New operations are written by
 -- _create_operation only, in the first ready status of the newest version.
 DROP TRIGGER IF EXISTS operations_transition ON payflow.operations;
-CREATE TRIGGER operations_transition BEFORE UPDATE OF status, pipeline_version ON payflow.operations
+CREATE TRIGGER operations_transition AFTER UPDATE OF status, pipeline_version ON payflow.operations
 	FOR EACH ROW
 	WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.pipeline_version IS DISTINCT FROM NEW.pipeline_version)
 	EXECUTE FUNCTION payflow._guard_transition();

@@ -490,9 +490,14 @@ payflow_guard_transition(PG_FUNCTION_ARGS)
 	int			from;
 	int			to;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(td->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-		elog(ERROR, "payflow._guard_transition() must be a BEFORE ROW UPDATE trigger");
+	/*
+	 * AFTER since 0.5.0: a BEFORE row trigger locks the row before every
+	 * update of the table (GetTupleForTrigger), WHEN clause or not, and
+	 * that lock is a WAL record of its own; BEFORE is still accepted for
+	 * the trigger of an older version's schema.
+	 */
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+		elog(ERROR, "payflow._guard_transition() must be a ROW UPDATE trigger");
 	desc = td->tg_relation->rd_att;
 	newtup = td->tg_newtuple;
 	oldtup = td->tg_trigtuple;

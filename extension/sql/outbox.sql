@@ -163,7 +163,8 @@ DECLARE
 	d payflow.step_definitions := payflow._step_of(o.pipeline_version, o.current_step);
 BEGIN
 	RETURN payflow._emit(o.id, o.payment_id, o.correlation_id, d.request_event, d.destination,
-						 o.step_attempt + 1, jsonb_build_object(d.input_field, coalesce(o.step_input_ref, o.request_ref)));
+						 o.step_attempt + 1,
+						 jsonb_build_object(d.input_field, payflow._step_input(o.id, o.pipeline_version, o.request_ref)));
 END
 $$;
 

@@ -39,7 +39,6 @@ DROP FUNCTION payflow._emit_step_request(payflow.operations, payflow.steps);
 
 -- (in tables.sql's order, at the end of the row as there)
 ALTER TABLE payflow.operations
-	ADD COLUMN step_input_ref jsonb,
 	ADD COLUMN step_created_at timestamptz NOT NULL DEFAULT now(),
 	ADD COLUMN step_external_ref text,
 	ADD COLUMN step_attempt integer NOT NULL DEFAULT 0,
@@ -59,11 +58,10 @@ CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
 --@@ include step_results.sql @@
 
--- Each operation's current step, as it stands, into its row (an input
--- equal to the request's is not written twice) ...
+-- Each operation's current step, as it stands, into its row (its input
+-- follows from the steps done: _step_input) ...
 UPDATE payflow.operations o
-   SET step_input_ref = CASE WHEN s.input_ref IS DISTINCT FROM o.request_ref THEN s.input_ref END,
-	   step_created_at = s.created_at, step_external_ref = s.external_ref, step_attempt = s.attempt,
+   SET step_created_at = s.created_at, step_external_ref = s.external_ref, step_attempt = s.attempt,
 	   step_claimed_at = s.claimed_at, step_lease_owner = s.lease_owner, step_status = s.status,
 	   step_pending_since = s.pending_since, step_next_attempt_at = s.next_attempt_at,
 	   step_last_error = s.last_error, step_lease_expires_at = s.lease_expires_at
@@ -103,6 +101,7 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include scheduler.sql @@
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@
+--@@ include pipeline.sql @@
 REVOKE ALL ON payflow.step_grants FROM PUBLIC;
 GRANT SELECT ON payflow.step_grants TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
@@ -118,7 +117,7 @@ GRANT EXECUTE ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.fail_step(text, text, text, jsonb, boolean, text),
 	payflow.payload_put(text, text, bytea, text, text, text)
 	TO payflow_step_worker;
-REVOKE ALL ON FUNCTION payflow._step_done(text, text),
+REVOKE ALL ON FUNCTION payflow._step_done(text, text), payflow._step_input(text, integer, jsonb),
 	payflow._status_recorded(text, text, text, text, text),
 	payflow._fail_operation(payflow.operations, jsonb, text),
 	payflow._require_lease_holder(payflow.operations, text, text)

@@ -109,7 +109,7 @@ BEGIN
 		'action', 'run',
 		'attempt', o.step_attempt,
 		'idempotencyKey', o.id || ':' || lower(d.step_name),
-		'input', coalesce(o.step_input_ref, o.request_ref),
+		'input', payflow._step_input(o.id, o.pipeline_version, o.request_ref),
 		'leaseExpiresAt', payflow._iso(o.step_lease_expires_at),
 		'leaseToken', o.step_lease_token,
 		'takeover', v_takeover,
@@ -308,7 +308,7 @@ BEGIN
 	END IF;
 
 	n := payflow._next_step(o.pipeline_version, d.position);
-	v_input := coalesce(o.step_input_ref, o.request_ref);
+	v_input := payflow._step_input(o.id, o.pipeline_version, o.request_ref);
 	IF n.step_name IS NOT NULL THEN
 		-- A step without a result payload hands its own input on.
 		v_event_type := n.request_event;
@@ -317,7 +317,7 @@ BEGIN
 		-- the next step opens in the same row
 		UPDATE payflow.operations
 		   SET current_step = n.step_name, status = d.done_status, updated_at = now(),
-			   step_input_ref = coalesce(v_ref, step_input_ref), step_created_at = now(),
+			   step_created_at = now(),
 			   step_external_ref = NULL, step_attempt = 0, step_claimed_at = NULL, step_lease_owner = NULL,
 			   step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL,
 			   step_last_error = NULL, step_lease_expires_at = NULL
@@ -582,7 +582,7 @@ BEGIN
 		  FROM x
 		 WHERE o.id = x.id AND o.status = x.status AND o.current_step = p_step
 		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
-		RETURNING o.id AS operation_id, o.step_attempt AS attempt, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
+		RETURNING o.id AS operation_id, o.step_attempt AS attempt, o.request_ref,
 				  o.step_lease_expires_at AS lease_expires_at, o.step_lease_token AS lease_token,
 				  o.step_external_ref AS external_ref,
 				  x.status, o.payment_id, o.correlation_id, o.pipeline_version,
@@ -598,7 +598,7 @@ BEGIN
 			   'action', 'run',
 			   'attempt', c.attempt,
 			   'idempotencyKey', c.operation_id || ':' || lower(p_step),
-			   'input', c.input_ref,
+			   'input', inp.input_ref,
 			   'leaseExpiresAt', payflow._iso(c.lease_expires_at),
 			   'leaseToken', c.lease_token,
 			   'takeover', false,
@@ -609,10 +609,18 @@ BEGIN
 			   'inputField', c.input_field,
 			   'resultName', c.result_name)),
 		   -- _inline_input as a join: a call per row cost 16 us
-		   payflow._verified_content(c.input_ref, p.content)
+		   payflow._verified_content(inp.input_ref, p.content)
 	  FROM c
 	  JOIN i ON i.id = c.operation_id
-	  LEFT JOIN payflow.payloads p ON c.input_ref ->> 'store' = 'pg' AND p.key = c.input_ref ->> 'key';
+	  -- _step_input as a join, for the same reason
+	  CROSS JOIN LATERAL (
+		SELECT coalesce((SELECT sr.result_ref
+						   FROM payflow.step_results sr
+						   JOIN payflow.step_definitions rd ON rd.pipeline_version = c.pipeline_version
+														   AND rd.step_name = sr.step_name
+						  WHERE sr.operation_id = c.operation_id AND sr.result_ref IS NOT NULL
+						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref) inp
+	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key';
 	-- (data-modifying CTEs run to completion whether or not they are read)
 END
 $$;
@@ -744,7 +752,14 @@ BEGIN
 		-- the open step as the completion finds it, read without a lock: the
 		-- update below takes a row only if its attempt is still this one
 		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_lease_token, o.step_claimed_at,
-			   o.step_created_at, o.step_external_ref, coalesce(o.step_input_ref, o.request_ref) AS input_ref,
+			   o.step_created_at, o.step_external_ref,
+			   -- _step_input as a sub-select: a call per row cost 16 us at best
+			   coalesce((SELECT sr.result_ref
+						   FROM payflow.step_results sr
+						   JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
+														   AND rd.step_name = sr.step_name
+						  WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL
+						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
 			   CASE WHEN d.result_name IS NOT NULL THEN
 					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
@@ -768,7 +783,6 @@ BEGIN
 			   current_step = coalesce(n.step_name, op.current_step),
 			   terminal_at = CASE WHEN v_last THEN now() END,
 			   result = CASE WHEN v_last THEN x.result ELSE op.result END,
-			   step_input_ref = CASE WHEN v_last THEN op.step_input_ref ELSE coalesce(x.result_ref, op.step_input_ref) END,
 			   step_created_at = CASE WHEN v_last THEN op.step_created_at ELSE now() END,
 			   step_external_ref = CASE WHEN v_last THEN op.step_external_ref END,
 			   step_attempt = CASE WHEN v_last THEN op.step_attempt ELSE 0 END,

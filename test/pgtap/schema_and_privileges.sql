@@ -54,7 +54,7 @@ SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid =
 -- last one sets terminal_at, which is indexed)
 SELECT ok(NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
 					   WHERE i.indrelid = 'payflow.operations'::regclass
-						 AND a.attname IN ('current_step', 'status', 'updated_at', 'step_input_ref', 'step_created_at',
+						 AND a.attname IN ('current_step', 'status', 'updated_at', 'step_created_at',
 										   'step_external_ref', 'step_attempt', 'step_claimed_at', 'step_lease_owner',
 										   'step_status', 'step_pending_since', 'step_last_error',
 										   'step_lease_expires_at')

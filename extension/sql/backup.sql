@@ -40,6 +40,7 @@ BEGIN
 			('payflow.operation_history', ''),
 			('payflow.step_results', ''),
 			('payflow.step_grants', ''),
+			('payflow.step_limits', ''),
 			('payflow.outbox_events', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),

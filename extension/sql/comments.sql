@@ -86,6 +86,10 @@ COMMENT ON FUNCTION payflow.revoke_api_key(bigint) IS
 	'Revokes an API key or admin key; false if revoked already.';
 COMMENT ON FUNCTION payflow.grant_step(text, regrole) IS
 	'Binds a step to a role: only members of its roles may claim, renew, complete or fail it (42501), with the claim''s lease token (PF004).';
+COMMENT ON FUNCTION payflow.set_step_limit(text, integer, integer, numeric) IS
+	'Caps a step across every worker: attempts running at once, per tenant, claims per second; a claim beyond it answers limited with retryAfterSeconds.';
+COMMENT ON FUNCTION payflow.clear_step_limit(text) IS
+	'Removes a step''s limits; false if it had none.';
 COMMENT ON FUNCTION payflow.revoke_step(text, regrole) IS
 	'Unbinds a step from a role; a step left without grants is open to every worker again.';
 COMMENT ON FUNCTION payflow.set_webhook(text, text) IS

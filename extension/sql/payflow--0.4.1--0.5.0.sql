@@ -94,6 +94,7 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 	payflow.fail_step(text, text, text, jsonb, boolean),
 	payflow.payload_put(text, text, bytea, text, text);
 --@@ include step_grants.sql @@
+--@@ include step_limits.sql @@
 --@@ include operations.sql @@
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
@@ -102,8 +103,8 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@
 --@@ include pipeline.sql @@
-REVOKE ALL ON payflow.step_grants FROM PUBLIC;
-GRANT SELECT ON payflow.step_grants TO payflow_admin;
+REVOKE ALL ON payflow.step_grants, payflow.step_limits, payflow.step_slots FROM PUBLIC;
+GRANT SELECT ON payflow.step_grants, payflow.step_limits, payflow.step_slots TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.save_step_ref(text, text, text, text, text),
 	payflow.complete_step(text, text, text, jsonb, jsonb, text),

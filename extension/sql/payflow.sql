@@ -110,6 +110,7 @@ $roles$;
 --@@ include authenticate.sql @@
 
 --@@ include step_grants.sql @@
+--@@ include step_limits.sql @@
 --@@ include steps.sql @@
 
 --@@ include hooks.sql @@

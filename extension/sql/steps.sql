@@ -39,6 +39,7 @@ DECLARE
 	v_max integer;
 	v_from text;
 	v_to text;
+	v_limited jsonb;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	d := payflow._step_definition(step);
@@ -89,6 +90,13 @@ BEGIN
 		ELSE
 			NULL;					-- PENDING
 	END CASE;
+
+	-- A step under a limit (step_limits.sql): admitted, or "limited" with
+	-- nothing changed and no attempt used.
+	v_limited := payflow._take_step_slot(o, d.step_name);
+	IF v_limited IS NOT NULL THEN
+		RETURN v_limited;
+	END IF;
 
 	-- One update: the lease, and the status when the claim changes it.
 	v_from := o.status;
@@ -460,6 +468,11 @@ DECLARE
 	v_answer jsonb;
 BEGIN
 	PERFORM payflow._require_step_role(step);
+	IF payflow._step_limited(step) THEN
+		-- before the operation's row (step_limits.sql); the full path counts
+		PERFORM payflow._lock_step_limit(step);
+		RETURN payflow._claim_step_full(operation_id, step, worker_id, lease_seconds);
+	END IF;
 	SELECT f.answer INTO v_answer FROM payflow._claim_fast(step, worker_id, ARRAY[operation_id], lease_seconds) f;
 	IF FOUND THEN
 		RETURN v_answer;
@@ -641,13 +654,19 @@ DECLARE
 	v_done boolean[];
 	v_n integer;
 	v_fast integer := 0;
+	v_limited boolean;
 BEGIN
 	PERFORM payflow._require_step_role(step);
+	v_limited := payflow._step_limited(step);
+	IF v_limited THEN
+		-- before any operation's row (step_limits.sql); the full path counts
+		PERFORM payflow._lock_step_limit(step);
+	END IF;
 	-- The fast path first: it checks the arguments inside its statement and
 	-- takes no item of a call with a wrong one, so the checks below run only
 	-- when some item needs the full logic (each is a statement: 40 us a
 	-- call when they ran first).
-	IF cardinality(operation_ids) <= 100 THEN
+	IF NOT v_limited AND cardinality(operation_ids) <= 100 THEN
 		v_done := array_fill(false, ARRAY[cardinality(operation_ids)]);
 		FOR r IN SELECT * FROM payflow._claim_fast(step, worker_id, operation_ids, lease_seconds) LOOP
 			item := r.item; operation_id := r.operation_id; answer := r.answer; input := r.input; error := NULL;

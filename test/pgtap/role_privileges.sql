@@ -188,6 +188,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.remove_step(text,text)',
 	'payflow.grant_step(text,regrole)',
 	'payflow.revoke_step(text,regrole)',
+	'payflow.set_step_limit(text,integer,integer,numeric)',
+	'payflow.clear_step_limit(text)',
 	'payflow.reconcile(jsonb,text[])']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected

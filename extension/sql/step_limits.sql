@@ -1,0 +1,197 @@
+-- payflow: limits on a step across every worker (issue 27).
+--
+-- The legacy DBMS behind PROCESS_PAYMENT takes minutes per call and falls
+-- over when too many sessions arrive at once; PAYFLOW_CONCURRENCY limits
+-- one process only, and ten tasks of ten executors open a hundred
+-- sessions.  The database sees every claim, so it enforces the limit
+-- exactly: set_step_limit caps how many attempts of a step run at once
+-- (and per tenant), and how many start per second.  A claim beyond it
+-- answers {"action": "limited", "reason", "retryAfterSeconds"} before
+-- anything changes: no attempt is used, and the worker hands the message
+-- back to its queue for that long (ChangeMessageVisibility) instead of
+-- holding an executor.
+--
+-- How it stays exact: every claim of a limited step first locks the
+-- step's step_limits row (claim_step and claim_steps take it before any
+-- operation's row, so the order of locks is always the same), counts the
+-- attempts running, and records its own in step_slots before it commits.
+-- A slot counts while its operation still runs that step under a live
+-- lease, so an attempt that ended, failed, or whose worker died (its lease
+-- expired) frees its slot by itself; the claims delete such slots as they
+-- go.  Steps without a limit take none of this: one index probe says so.
+
+CREATE TABLE IF NOT EXISTS payflow.step_limits (
+	step_name text COLLATE "C" PRIMARY KEY CHECK (step_name ~ '^[A-Z][A-Z0-9_]{0,63}$'),
+	max_running integer NOT NULL CHECK (max_running >= 1),
+	max_running_per_tenant integer CHECK (max_running_per_tenant >= 1),
+	per_second numeric CHECK (per_second > 0),
+	-- the rate's bucket: up to max(per_second, 1) claims, refilled per_second a second
+	tokens numeric NOT NULL DEFAULT 0,
+	refilled_at timestamptz NOT NULL DEFAULT now(),
+	-- how long an attempt of the step runs, a moving average of those that
+	-- ended (NULL until one did): what a claim over the limit is told to wait
+	avg_run_seconds numeric,
+	updated_by text NOT NULL DEFAULT session_user,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The attempts of limited steps that were admitted, one row per claim.
+CREATE TABLE IF NOT EXISTS payflow.step_slots (
+	step_name text COLLATE "C" NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
+	tenant text COLLATE "C" NOT NULL,
+	claimed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (step_name, operation_id)
+);
+
+-- How long a claim over max_running (or the tenant's) is told to wait: the
+-- time between two slots freeing, on average (an attempt's run time over
+-- the slots), 1 to 60 seconds; 5 until an attempt of the step has ended.
+-- Short enough that a freed slot is not left idle long, long enough that
+-- a full step of 15-minute calls is not polled every second by every
+-- message that waits (measured in step_limits.sh: with a fixed 5 s, calls
+-- of 1 s under a limit of 5 ran at 1/s instead of 5/s).
+CREATE OR REPLACE FUNCTION payflow._step_limit_retry_seconds(l payflow.step_limits) RETURNS integer
+	LANGUAGE sql IMMUTABLE
+	AS $$ SELECT CASE WHEN l.avg_run_seconds IS NULL THEN 5
+					  ELSE greatest(1, least(60, ceil(l.avg_run_seconds / l.max_running)))::integer END $$;
+
+-- Whether a step has a limit.  PL/pgSQL, whose plan is kept: it runs at
+-- every claim.
+CREATE OR REPLACE FUNCTION payflow._step_limited(p_step text) RETURNS boolean
+	LANGUAGE plpgsql STABLE
+	AS $$
+BEGIN
+	RETURN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step);
+END
+$$;
+
+-- Serialises the claims of a limited step (see above); does nothing for a
+-- step without a limit.  Taken before any operation's row.
+CREATE OR REPLACE FUNCTION payflow._lock_step_limit(p_step text) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+BEGIN
+	PERFORM FROM payflow.step_limits l WHERE l.step_name = p_step FOR UPDATE;
+END
+$$;
+
+-- Admits the claim of operation o's open step p_step under its limit, and
+-- records its slot: NULL.  Else the "limited" answer, and nothing changed.
+-- The caller holds the step_limits row (_lock_step_limit).
+CREATE OR REPLACE FUNCTION payflow._take_step_slot(o payflow.operations, p_step text) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+DECLARE
+	l payflow.step_limits;
+	v_running integer;
+	v_tenant_running integer;
+	v_tokens numeric;
+	v_ended numeric;
+BEGIN
+	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	-- slots whose attempt is over (done, failed, waiting for a retry, lease
+	-- expired, purged) free themselves; they are deleted here, and their run
+	-- times (up to now: an upper bound) feed the average
+	WITH gone AS (
+		DELETE FROM payflow.step_slots s
+		 WHERE s.step_name = p_step
+		   AND NOT EXISTS (SELECT FROM payflow.operations r
+						    WHERE r.id = s.operation_id AND r.current_step = p_step AND r.step_status = 'RUNNING'
+							  AND r.step_lease_expires_at > now())
+		RETURNING extract(epoch FROM clock_timestamp() - s.claimed_at)::numeric AS seconds
+	)
+	SELECT avg(g.seconds) INTO v_ended FROM gone g;
+	IF v_ended IS NOT NULL THEN
+		UPDATE payflow.step_limits x
+		   SET avg_run_seconds = round(coalesce(0.8 * x.avg_run_seconds + 0.2 * v_ended, v_ended), 3)
+		 WHERE x.step_name = p_step
+		RETURNING * INTO l;
+	END IF;
+	SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
+	  FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id <> o.id;
+	IF v_running >= l.max_running THEN
+		RETURN jsonb_build_object('action', 'limited', 'reason', 'max_running', 'running', v_running,
+								  'retryAfterSeconds', payflow._step_limit_retry_seconds(l));
+	ELSIF v_tenant_running >= l.max_running_per_tenant THEN
+		RETURN jsonb_build_object('action', 'limited', 'reason', 'max_running_per_tenant', 'running', v_tenant_running,
+								  'retryAfterSeconds', payflow._step_limit_retry_seconds(l));
+	END IF;
+	IF l.per_second IS NOT NULL THEN
+		v_tokens := least(greatest(l.per_second, 1),
+						  l.tokens + extract(epoch FROM now() - l.refilled_at)::numeric * l.per_second);
+		IF v_tokens < 1 THEN
+			RETURN jsonb_build_object('action', 'limited', 'reason', 'per_second',
+									  'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
+		END IF;
+		UPDATE payflow.step_limits x SET tokens = v_tokens - 1, refilled_at = now() WHERE x.step_name = p_step;
+	END IF;
+	INSERT INTO payflow.step_slots (step_name, operation_id, tenant) VALUES (p_step, o.id, o.tenant)
+	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
+	RETURN NULL;
+END
+$$;
+
+-- Sets a step's limits (replacing any): at most max_running attempts at
+-- once across every worker, at most max_running_per_tenant of one tenant,
+-- at most per_second claims a second.  Returns the limit as stored.
+CREATE OR REPLACE FUNCTION payflow.set_step_limit(step_name text, max_running integer,
+												  max_running_per_tenant integer DEFAULT NULL,
+												  per_second numeric DEFAULT NULL)
+	RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+DECLARE
+	d payflow.step_definitions := payflow._step_definition(step_name);	-- 22023 for an unknown step
+	l payflow.step_limits;
+BEGIN
+	IF max_running IS NULL THEN
+		RAISE EXCEPTION 'max_running must not be null' USING ERRCODE = 'null_value_not_allowed',
+			HINT = 'payflow.clear_step_limit() removes a limit.';
+	ELSIF max_running < 1 THEN
+		RAISE EXCEPTION 'max_running must be at least 1' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = format('Got %s.', max_running);
+	ELSIF max_running_per_tenant < 1 THEN
+		RAISE EXCEPTION 'max_running_per_tenant must be at least 1' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = format('Got %s.', max_running_per_tenant);
+	ELSIF per_second <= 0 OR per_second = 'NaN'::numeric THEN
+		RAISE EXCEPTION 'per_second must be positive' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = format('Got %s.', per_second);
+	END IF;
+	INSERT INTO payflow.step_limits AS x (step_name, max_running, max_running_per_tenant, per_second, tokens)
+	VALUES (d.step_name, max_running, max_running_per_tenant, per_second, greatest(coalesce(per_second, 1), 1))
+	ON CONFLICT ON CONSTRAINT step_limits_pkey DO UPDATE
+	   SET max_running = EXCLUDED.max_running, max_running_per_tenant = EXCLUDED.max_running_per_tenant,
+		   per_second = EXCLUDED.per_second, updated_by = session_user, updated_at = now()
+	RETURNING * INTO l;
+	RETURN jsonb_strip_nulls(jsonb_build_object('step', l.step_name, 'maxRunning', l.max_running,
+												'maxRunningPerTenant', l.max_running_per_tenant,
+												'perSecond', l.per_second));
+END
+$$;
+
+-- Removes a step's limits; true if it had some.
+CREATE OR REPLACE FUNCTION payflow.clear_step_limit(step_name text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, payflow, pg_temp
+	AS $$
+BEGIN
+	PERFORM payflow._step_definition(step_name);	-- 22023 for an unknown step
+	DELETE FROM payflow.step_limits l WHERE l.step_name = clear_step_limit.step_name;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	DELETE FROM payflow.step_slots s WHERE s.step_name = clear_step_limit.step_name;
+	RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION payflow._step_limit_retry_seconds(payflow.step_limits), payflow._step_limited(text),
+	payflow._lock_step_limit(text), payflow._take_step_slot(payflow.operations, text),
+	payflow.set_step_limit(text, integer, integer, numeric), payflow.clear_step_limit(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.set_step_limit(text, integer, integer, numeric), payflow.clear_step_limit(text)
+	TO payflow_admin;

@@ -106,6 +106,7 @@ db_claim_from_answer(json_t *answer, step_claim *claim, pf_error *err)
 	snprintf(claim->reason, sizeof(claim->reason), "%s", reason ? reason : "");
 	claim->attempt = (int) json_integer_value(json_object_get(answer, "attempt"));
 	claim->takeover = json_is_true(json_object_get(answer, "takeover"));
+	claim->retry_after_s = (int) json_integer_value(json_object_get(answer, "retryAfterSeconds"));
 	claim->idempotency_key = dup_member(answer, "idempotencyKey");
 	claim->lease_token = dup_member(answer, "leaseToken");
 	claim->external_ref = dup_member(answer, "externalRef");

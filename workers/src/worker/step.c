@@ -745,6 +745,33 @@ step_execute(worker *w, executor *ex, job *j)
 		log_job(PF_LOG_INFO, &ids, j, json_pack("{s:s}", "reason", claim.reason), "step skipped (%s), message deleted",
 				claim.reason);
 	}
+	else if (strcmp(claim.action, "limited") == 0)
+	{
+		int			max = w->transport->max_receive_count;
+
+		if (max > 0 && m->receive_count >= max - 1)
+		{
+			/*
+			 * One more receive would move it to the DLQ. The step waits
+			 * PENDING with nothing of its payment in the outbox: the
+			 * scheduler sends its request again after payflow.stuck_after.
+			 */
+			j->outcome = OUTCOME_DELETE;
+			log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s,s:i}", "reason", claim.reason, "receiveCount", m->receive_count),
+					"step still limited (%s) after %d receives: message deleted before it reaches the DLQ, "
+					"the scheduler sends the request again", claim.reason, m->receive_count);
+		}
+		else
+		{
+			/* handed back for as long as the limit says, no executor held, no attempt used */
+			j->outcome = OUTCOME_HIDE;
+			j->hide_s = claim.retry_after_s > 0 ? claim.retry_after_s : w->visibility_s;
+			if (j->hide_s > MAX_HIDE_SECONDS)
+				j->hide_s = MAX_HIDE_SECONDS;
+			log_job(PF_LOG_INFO, &ids, j, json_pack("{s:s,s:i}", "reason", claim.reason, "hideSeconds", j->hide_s),
+					"step limited (%s), message handed back for %d s", claim.reason, j->hide_s);
+		}
+	}
 	else if (strcmp(claim.action, "busy") == 0)
 	{
 		int			max = w->transport->max_receive_count;

@@ -271,7 +271,7 @@ void		db_release(db_pool *pool, pf_pg *pg);
 
 typedef struct step_claim
 {
-	char		action[8];		/* run, skip, busy */
+	char		action[8];		/* run, skip, busy, limited */
 	char		reason[32];		/* skip/busy: why */
 	int			attempt;
 	bool		takeover;
@@ -282,6 +282,7 @@ typedef struct step_claim
 	json_t	   *input;			/* the step's input reference */
 	char	   *result_name;	/* payload name of its result; NULL: kept inline */
 	double		lease_left_s;	/* busy: seconds until the other lease expires; < 0 unknown */
+	int			retry_after_s;	/* limited: when to ask again (a step limit, issue 27) */
 } step_claim;
 
 void		step_claim_free(step_claim *claim);

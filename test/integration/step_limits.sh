@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2154  # WK_PID_<name>: set by name (printf -v) when a worker starts
 # A step limit across every worker (issue 27): PROCESS_PAYMENT limited to
 # five attempts at once, three payment workers of ten executors each, calls
 # of a second in the legacy fixture. The fixture's own log of calls says

@@ -60,6 +60,7 @@ CREATE OR REPLACE FUNCTION payflow._step_limit_retry_seconds(l payflow.step_limi
 -- every claim.
 CREATE OR REPLACE FUNCTION payflow._step_limited(p_step text) RETURNS boolean
 	LANGUAGE plpgsql STABLE
+	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
 	RETURN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step);

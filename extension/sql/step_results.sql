@@ -36,6 +36,7 @@ CREATE TABLE payflow.step_results (
 CREATE OR REPLACE FUNCTION payflow._step_input(p_operation_id text, p_version integer, p_request_ref jsonb)
 	RETURNS jsonb
 	LANGUAGE plpgsql STABLE
+	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
 	RETURN coalesce((SELECT r.result_ref

@@ -16,6 +16,7 @@
 -- Whether a step of an operation is done (it has its step_results row).
 CREATE OR REPLACE FUNCTION payflow._step_done(p_operation_id text, p_step text) RETURNS boolean
 	LANGUAGE plpgsql STABLE
+	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
 	RETURN EXISTS (SELECT FROM payflow.step_results r

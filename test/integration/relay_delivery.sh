@@ -222,6 +222,11 @@ pf_eq "every message sent before the stop was acked (queue = outbox_published)" 
 start_relay drain-rest PAYFLOW_QUEUE_URLS="payment-requests=$sink_drain,payment-completed=$sink_drain"
 rest_relay=$relay_pid
 pf_ok "a new relay sends the rest" pf_wait_for 60 outbox_empty_of "$run-d"
+# When the first relay sent everything before its stop, the outbox is empty
+# at once: let the new relay start (and take over SIGTERM) before stopping
+# it, or the signal's default action ends it (143) before it could drain.
+rest_started() { grep -q '"msg":"starting"' "$work/relay-drain-rest.log"; }
+pf_wait_for 30 rest_started || true
 stop_relay "$rest_relay"
 pf_eq "SIGTERM: exit 0 (second relay)" 0 "$relay_status"
 # the first read left its messages in flight; this one sees the others

@@ -64,8 +64,15 @@ pf_eq "no attempt used by a limited answer: attempts beyond the first are the ki
 			  WHERE o.payment_id LIKE '$p-%' AND s.step_name = 'PROCESS_PAYMENT' AND s.attempt > 1
 				AND NOT EXISTS (SELECT FROM payflow.step_attempts a WHERE a.operation_id = o.id
 								   AND a.worker = 'w1-$WK_RUN')")"
-pf_eq "no slot left behind" 0 "$(q -c "SELECT count(*) FROM payflow.step_slots s JOIN payflow.operations o
-										 ON o.id = s.operation_id AND o.step_status = 'RUNNING'
-										WHERE o.payment_id LIKE '$p-%'")"
+# every slot came back, the killed worker's too: with the workers stopped,
+# five fresh claims run and a sixth is limited
+kill -TERM "$WK_PID_w2" "$WK_PID_w3"
+wait "$WK_PID_w2" "$WK_PID_w3" || true
+q -c "SELECT count(payflow.submit('$p-after-' || n, '{\"amount\": 1}')) FROM generate_series(1, $((LIMIT + 1))) n" >/dev/null
+pf_eq "no slot left behind: $LIMIT fresh claims run, one more is limited" \
+	"$(printf 'run,%.0s' $(seq 1 "$LIMIT"))limited" \
+	"$(q -c "SELECT string_agg(c.answer ->> 'action', ',' ORDER BY c.item)
+			  FROM payflow.claim_steps('PROCESS_PAYMENT', 'probe-$WK_RUN',
+				   (SELECT array_agg(id ORDER BY payment_id) FROM payflow.operations WHERE payment_id LIKE '$p-after-%')) c")"
 q -c "SELECT payflow.clear_step_limit('PROCESS_PAYMENT')" >/dev/null
 pf_done

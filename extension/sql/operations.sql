@@ -69,9 +69,10 @@ $$;
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement
--- writes all four rows (the first step opens in the operation's row): submit is the hottest path and every statement
--- costs an executor start-up.  The operation starts on the newest pipeline
--- version, in its first step's ready status, with that step's request.
+-- writes all four rows (the first step opens in the operation's row):
+-- submit is the hottest path and every statement costs an executor
+-- start-up.  The operation starts on the newest pipeline version, in its
+-- first step's ready status, with that step's request.
 CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text, p_request_hash bytea,
 										  p_request_ref jsonb, p_content bytea)

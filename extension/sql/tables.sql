@@ -132,7 +132,7 @@ CREATE TABLE payflow.operations (
 	-- The open step (current_step): 0.4's steps row of it, column for
 	-- column but its input, which is not written twice: the result
 	-- reference of the last step done that has one, else request_ref
-	-- (_step_input).  It kept 140 bytes in every claim's and completion's
+	-- (_step_input).  It kept ~190 bytes in every claim's and completion's
 	-- WAL record.
 	step_created_at timestamptz NOT NULL DEFAULT now(),
 	step_external_ref text,			-- e.g. the legacy job of submit-poll mode

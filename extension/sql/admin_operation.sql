@@ -30,7 +30,7 @@ BEGIN
 			SELECT coalesce(jsonb_agg(jsonb_build_object(
 					   'id', h.id, 'at', payflow._iso(h.at), 'from', h.from_status, 'to', h.to_status,
 					   'reason', h.reason, 'actor', h.actor) ORDER BY h.id), '[]')
-			  FROM payflow.operation_history h WHERE h.operation_id = o.id),
+			  FROM payflow._operation_history h WHERE h.operation_id = o.id),
 		'steps', (
 			SELECT coalesce(jsonb_agg(jsonb_build_object(
 					   'step', s.step_name, 'status', s.status, 'attempt', s.attempt,

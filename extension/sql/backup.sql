@@ -37,7 +37,7 @@ BEGIN
 			('payflow.pipelines', 'WHERE version > 1'),
 			('payflow.step_definitions', 'WHERE pipeline_version > 1'),
 			('payflow.operations', ''),
-			('payflow.operation_history', ''),
+			('payflow.history_events', ''),
 			('payflow.step_results', ''),
 			('payflow.step_grants', ''),
 			('payflow.step_limits', ''),

@@ -1,41 +1,8 @@
 -- payflow: operations and the application's API.
 --
--- Status changes (each with its history row), failing an operation, the
+-- Failing an operation (a status change that writes its history row), the
 -- one statement that creates an operation, and what the application calls:
 -- submit, submit_ref, status, history, cancel and changes.
-
--- Appends a status change's history row and wakes the listeners; the
--- caller changed the status (operations_transition checked the move) and
--- holds the operation's row lock.
-CREATE OR REPLACE FUNCTION payflow._status_recorded(p_operation_id text, p_from text, p_to text,
-													p_reason text, p_actor text)
-	RETURNS void
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-	VALUES (p_operation_id, p_from, p_to, left(p_reason, 500), p_actor);
-	PERFORM payflow._status_changed();
-END
-$$;
-
--- Changes an operation's status and appends the history row; the trigger
--- operations_transition checks the move.  The caller holds the operation's
--- row lock.
-CREATE OR REPLACE FUNCTION payflow._set_status(p_operation_id text, p_from text, p_to text,
-									p_reason text, p_actor text)
-	RETURNS void
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	UPDATE payflow.operations
-	   SET status = p_to,
-		   updated_at = now(),
-		   terminal_at = CASE WHEN payflow._is_terminal(p_to) THEN now() END
-	 WHERE id = p_operation_id;
-	PERFORM payflow._status_recorded(p_operation_id, p_from, p_to, p_reason, p_actor);
-END
-$$;
 
 -- Fails an operation at its open step: step FAILED, operation FAILED (one
 -- update of its row), a dead letter, and its version's failed event
@@ -49,13 +16,16 @@ DECLARE
 		'step', o.current_step,
 		'code', p_error -> 'code',
 		'message', p_error -> 'message')));
+	v_no integer;
 BEGIN
 	UPDATE payflow.operations
 	   SET status = 'FAILED', updated_at = now(), terminal_at = now(), error = v_summary,
 		   step_status = 'FAILED', step_last_error = p_error,
-		   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL
-	 WHERE id = o.id;
-	PERFORM payflow._status_recorded(o.id, o.status, 'FAILED',
+		   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL,
+		   history_no = history_no + 1
+	 WHERE id = o.id
+	RETURNING history_no INTO v_no;
+	PERFORM payflow._status_recorded(o.id, v_no, o.status, 'FAILED',
 									 coalesce(v_summary ->> 'message', v_summary ->> 'code', 'failed'), p_actor);
 	INSERT INTO payflow.dead_letters (source, operation_id, step_name, error, attempts)
 	VALUES ('step', o.id, o.current_step, payflow._mask_card_numbers(p_error), o.step_attempt);
@@ -69,7 +39,8 @@ $$;
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement
--- writes all four rows (the first step opens in the operation's row):
+-- writes all three rows (the first step opens in the operation's row, and
+-- the row is its "submitted" history: history.sql):
 -- submit is the hottest path and every statement costs an executor
 -- start-up.  The operation starts on the newest pipeline version, in its
 -- first step's ready status, with that step's request.
@@ -101,9 +72,10 @@ BEGIN
 		 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
 	), op AS (
 		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
-										correlation_id, request_ref, status, current_step, pipeline_version)
+										correlation_id, request_ref, status, current_step, pipeline_version,
+										submitted_by)
 		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
-			   f.ready_status, f.step_name, f.pipeline_version
+			   f.ready_status, f.step_name, f.pipeline_version, session_user
 		  FROM f
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 		RETURNING id, status, current_step
@@ -111,9 +83,6 @@ BEGIN
 		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
 		  FROM op WHERE p_content IS NOT NULL
-	), history AS (
-		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-		SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
 	), event AS (
 		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id],
 										 ARRAY[f.request_event], ARRAY[f.destination],
@@ -321,7 +290,7 @@ BEGIN
 	END IF;
 	RETURN QUERY
 		SELECT h.at, h.from_status, h.to_status, h.reason, h.actor
-		  FROM payflow.operation_history h
+		  FROM payflow._operation_history h		-- (history.sql)
 		 WHERE h.operation_id = history.operation_id
 		 ORDER BY h.id;
 END
@@ -335,6 +304,7 @@ CREATE OR REPLACE FUNCTION payflow.cancel(operation_id text, reason text DEFAULT
 	AS $$
 DECLARE
 	o payflow.operations;
+	v_no integer;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	IF reason IS NOT NULL THEN
@@ -353,9 +323,10 @@ BEGIN
 	   SET status = 'CANCELLED', updated_at = now(), terminal_at = now(),
 		   error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason)),
 		   step_status = CASE WHEN step_status IN ('PENDING', 'RETRY_WAIT') THEN 'CANCELLED' ELSE step_status END,
-		   step_pending_since = NULL, step_next_attempt_at = NULL
-	 WHERE id = o.id;
-	PERFORM payflow._status_recorded(o.id, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
+		   step_pending_since = NULL, step_next_attempt_at = NULL, history_no = history_no + 1
+	 WHERE id = o.id
+	RETURNING history_no INTO v_no;
+	PERFORM payflow._status_recorded(o.id, v_no, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);
 	RETURN true;
 END
 $$;
@@ -381,8 +352,8 @@ BEGIN
 		SELECT h.operation_id, h.id, h.at, h.from_status, h.to_status, h.reason,
 			   payflow._is_terminal(h.to_status)
 		  FROM payflow.operations o
-		  JOIN payflow.operation_history h ON h.operation_id = o.id
-		 WHERE o.id = ANY (changes.operation_ids)
+		  JOIN payflow._operation_history h ON h.operation_id = o.id		-- (history.sql)
+		 WHERE o.id = ANY (changes.operation_ids) AND h.operation_id = ANY (changes.operation_ids)
 		   AND payflow._visible(o.tenant)
 		   AND h.id > coalesce(changes.after_id, 0)
 		 ORDER BY h.operation_id, h.id;

@@ -25,6 +25,10 @@
 -- view of both (tables.sql, step_results.sql, the migration below).
 -- s3_unretained_keys(): the S3 objects no operation keeps any more, for
 -- payflow-s3-sweep (issue 26, L3; s3_purge.sql).
+-- Storage v2, phase 3: claims, completions and submits write no history
+-- row; history(), changes() and the view operation_history render them
+-- from the operation's row, step_results and step_attempts, and the table
+-- becomes history_events, of the changes that say more (history.sql).
 
 \echo Use "ALTER EXTENSION payflow UPDATE TO '0.5.0'" to load this file. \quit
 
@@ -85,6 +89,37 @@ DROP TABLE payflow.steps_0_4;
 REVOKE ALL ON payflow.step_results, payflow.steps FROM PUBLIC;
 GRANT SELECT ON payflow.step_results, payflow.steps TO payflow_admin;
 
+-- Storage v2, phase 3: the history of the common path is rendered from the
+-- rows above (history.sql); the rows 0.4 wrote stay, with their ids, in
+-- history_events, and every change from now on is numbered above them.
+DO $history_v2$
+BEGIN
+	IF (SELECT max(h.id) FROM payflow.operation_history h) >= 1000000000000000 THEN
+		RAISE EXCEPTION 'payflow.operation_history has ids from 10^15 on; 0.5.0 numbers its changes from there';
+	END IF;
+END
+$history_v2$;
+ALTER TABLE payflow.operations
+	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
+	ADD COLUMN step_claim_no smallint,
+	ADD COLUMN submitted_by text;
+ALTER TABLE payflow.step_attempts ADD COLUMN claim_no smallint;
+DROP POLICY history_of_tenant ON payflow.operation_history;
+DROP POLICY history_for_admin ON payflow.operation_history;
+ALTER TABLE payflow.operation_history DISABLE ROW LEVEL SECURITY;
+ALTER TABLE payflow.operation_history ALTER COLUMN id DROP IDENTITY;
+ALTER TABLE payflow.operation_history RENAME TO history_events;
+ALTER INDEX payflow.operation_history_pkey RENAME TO history_events_pkey;
+REVOKE ALL ON payflow.history_events FROM payflow_app;
+DROP FUNCTION payflow._set_status(text, text, text, text, text);
+--@@ flavour include status_changes.sql @@
+--@@ flavour include wake_listeners.sql @@
+--@@ include history.sql @@
+--@@ include admin_actions.sql @@
+REVOKE ALL ON payflow._operation_history, payflow.operation_history FROM PUBLIC;
+GRANT SELECT ON payflow._operation_history, payflow.operation_history TO payflow_admin;
+GRANT SELECT ON payflow.operation_history TO payflow_app;
+
 -- Steps bound to roles and lease tokens (issue 26, H1, step_grants.sql):
 -- the step functions take the token as a new last argument.
 DROP FUNCTION payflow.heartbeat(text, text, text, integer),
@@ -119,7 +154,7 @@ GRANT EXECUTE ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.payload_put(text, text, bytea, text, text, text)
 	TO payflow_step_worker;
 REVOKE ALL ON FUNCTION payflow._step_done(text, text), payflow._step_input(text, integer, jsonb),
-	payflow._status_recorded(text, text, text, text, text),
+	payflow._status_recorded(text, integer, text, text, text, text),
 	payflow._fail_operation(payflow.operations, jsonb, text),
 	payflow._require_lease_holder(payflow.operations, text, text)
 	FROM PUBLIC;

@@ -79,6 +79,7 @@ $roles$;
 
 --@@ flavour helpers @@
 --@@ flavour include seal.sql @@
+--@@ flavour include status_changes.sql @@
 
 --@@ include tables.sql @@
 --@@ include outbox_log.sql @@
@@ -92,6 +93,8 @@ $roles$;
 --@@ flavour include transitions.sql @@
 
 --@@ include common.sql @@
+
+--@@ include history.sql @@
 
 --@@ include payloads.sql @@
 
@@ -224,19 +227,18 @@ GRANT UPDATE (max_attempts, retry_base_delay, retry_max_delay) ON payflow.step_d
 GRANT SELECT (id, tenant, payment_id, idempotency_key, correlation_id, status, current_step,
 			  result, error, created_at, updated_at, terminal_at)
 	ON payflow.operations TO payflow_app;
+-- operation_history is a view (history.sql) that shows the rows of the
+-- operations the caller may see: payflow._visible, as in the functions.
 GRANT SELECT ON payflow.operation_history TO payflow_app;
 ALTER TABLE payflow.operations ENABLE ROW LEVEL SECURITY;
-ALTER TABLE payflow.operation_history ENABLE ROW LEVEL SECURITY;
 CREATE POLICY operations_of_tenant ON payflow.operations FOR SELECT TO payflow_app
 	USING (tenant = (SELECT payflow._current_tenant()));
-CREATE POLICY history_of_tenant ON payflow.operation_history FOR SELECT TO payflow_app
-	USING (EXISTS (SELECT FROM payflow.operations o WHERE o.id = operation_history.operation_id));
 CREATE POLICY operations_for_admin ON payflow.operations FOR SELECT TO payflow_admin USING (true);
-CREATE POLICY history_for_admin ON payflow.operation_history FOR SELECT TO payflow_admin USING (true);
 
 --@@ include pipeline.sql @@
 
 --@@ include admin_operation.sql @@
+--@@ include admin_actions.sql @@
 --@@ include admin.sql @@
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@

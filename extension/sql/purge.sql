@@ -53,7 +53,7 @@ BEGIN
 	), del_steps AS (
 		DELETE FROM payflow.step_results c USING ops WHERE c.operation_id = ops.id
 	), del_history AS (
-		DELETE FROM payflow.operation_history c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.history_events c USING ops WHERE c.operation_id = ops.id
 	), del_payloads AS (
 		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
 		DELETE FROM payflow.payloads c USING ops

@@ -34,10 +34,10 @@ BEGIN
 	   SET status = d.ready_status, updated_at = now(), terminal_at = NULL,
 		   error = NULL, payloads_purged_at = NULL,
 		   step_attempt = 0, step_status = 'PENDING', step_pending_since = now(),
-		   step_next_attempt_at = NULL, step_lease_expires_at = NULL
+		   step_next_attempt_at = NULL, step_lease_expires_at = NULL, history_no = history_no + 1
 	 WHERE id = o.id
 	RETURNING * INTO o;
-	PERFORM payflow._status_recorded(o.id, 'FAILED', d.ready_status, 'replay', session_user);
+	PERFORM payflow._status_recorded(o.id, o.history_no, 'FAILED', d.ready_status, 'replay', session_user);
 	UPDATE payflow.dead_letters SET replayed_at = now()
 	 WHERE dead_letters.operation_id = o.id AND replayed_at IS NULL;
 	PERFORM payflow._emit_step_request(o);

@@ -14,11 +14,15 @@ CREATE OR REPLACE FUNCTION payflow._record_step_attempt() RETURNS trigger
 	AS $$
 BEGIN
 	IF OLD.step_status = 'RUNNING' THEN
-		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)
+		-- with the history number of its claim, if that claim moved the
+		-- status: the change is told by this row from now on (history.sql)
+		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error,
+										   claim_no)
 		VALUES (NEW.id, NEW.current_step, OLD.step_attempt, OLD.step_lease_owner, OLD.step_claimed_at,
 				-- still RUNNING with a new attempt: another worker took the step over
 				CASE WHEN NEW.step_status = 'RUNNING' THEN 'lease_expired' ELSE NEW.step_status END,
-				CASE WHEN NEW.step_status IN ('RETRY_WAIT', 'FAILED') THEN NEW.step_last_error END);
+				CASE WHEN NEW.step_status IN ('RETRY_WAIT', 'FAILED') THEN NEW.step_last_error END,
+				OLD.step_claim_no);
 	ELSE
 		-- finished without a RUNNING row of its own (claim and outcome in one statement)
 		INSERT INTO payflow.step_attempts (operation_id, step_name, attempt, worker, started_at, outcome, error)

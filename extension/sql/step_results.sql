@@ -24,6 +24,11 @@ CREATE TABLE payflow.step_results (
 	result_ref jsonb,
 	completed_event_id uuid,		-- the event its completion wrote: a repeated complete_step's answer
 	result jsonb,					-- only when no payload and no operation result holds it
+	-- its history numbers (history.sql): the claim's, if the attempt that
+	-- succeeded made it, and the completion's; NULL for a step done before
+	-- 0.5.0, whose history rows are stored
+	claim_no smallint,
+	done_no smallint,
 	PRIMARY KEY (operation_id, step_name)
 );
 

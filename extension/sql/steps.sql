@@ -107,11 +107,15 @@ BEGIN
 		   step_attempt = step_attempt + 1, step_claimed_at = now(), step_lease_owner = worker_id,
 		   step_lease_token = gen_random_uuid(),
 		   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
-		   step_lease_expires_at = now() + make_interval(secs => lease_seconds)
+		   step_lease_expires_at = now() + make_interval(secs => lease_seconds),
+		   -- a claim that moves the status is a change of the history, told
+		   -- by this row while the attempt runs (history.sql)
+		   history_no = history_no + CASE WHEN v_to <> v_from THEN 1 ELSE 0 END,
+		   step_claim_no = CASE WHEN v_to <> v_from THEN history_no + 1 END
 	 WHERE id = o.id
 	RETURNING * INTO o;
 	IF v_to <> v_from THEN
-		PERFORM payflow._status_recorded(o.id, v_from, v_to, 'claimed', worker_id);
+		PERFORM payflow._status_changed();
 	END IF;
 
 	RETURN jsonb_strip_nulls(jsonb_build_object(
@@ -329,7 +333,8 @@ BEGIN
 			   step_created_at = now(),
 			   step_external_ref = NULL, step_attempt = 0, step_claimed_at = NULL, step_lease_owner = NULL,
 			   step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL,
-			   step_last_error = NULL, step_lease_expires_at = NULL
+			   step_last_error = NULL, step_lease_expires_at = NULL,
+			   history_no = history_no + 1, step_claim_no = NULL
 		 WHERE id = o.id;
 	ELSE
 		-- The last result travels inline in OperationCompleted; SQS takes
@@ -348,17 +353,20 @@ BEGIN
 		UPDATE payflow.operations
 		   SET status = d.done_status, updated_at = now(), terminal_at = now(),
 			   result = _complete_step_full.result, step_status = 'SUCCEEDED',
-			   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL
+			   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL,
+			   history_no = history_no + 1, step_claim_no = NULL
 		 WHERE id = o.id;
 	END IF;
-	PERFORM payflow._status_recorded(o.id, o.status, d.done_status, lower(d.step_name) || ' done', worker_id);
+	PERFORM payflow._status_changed();
 
+	-- also the step's claimed and done history (history.sql)
 	INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, attempt, lease_owner,
-									  external_ref, result_ref, completed_event_id, result)
+									  external_ref, result_ref, completed_event_id, result, claim_no, done_no)
 	VALUES (o.id, d.step_name, o.step_created_at, o.step_claimed_at, o.step_attempt, o.step_lease_owner,
 			o.step_external_ref, v_ref, v_event_id,
 			-- kept here only when no payload and no operation result holds it
-			CASE WHEN NOT v_written AND n.step_name IS NOT NULL THEN result END);
+			CASE WHEN NOT v_written AND n.step_name IS NOT NULL THEN result END,
+			o.step_claim_no, o.history_no + 1);
 	RETURN jsonb_build_object('action', 'completed', 'status', d.done_status,
 							  'eventType', v_event_type, 'eventId', v_event_id);
 END
@@ -592,7 +600,13 @@ BEGIN
 								 THEN now() ELSE o.updated_at END,	-- checked by operations_transition
 			   step_attempt = o.step_attempt + 1, step_claimed_at = now(), step_lease_owner = p_worker_id,
 			   step_lease_token = gen_random_uuid(), step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
-			   step_lease_expires_at = now() + make_interval(secs => p_lease_seconds)
+			   step_lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+			   -- a claim that moves the status is a change of the history, told
+			   -- by this row while the attempt runs (history.sql)
+			   history_no = o.history_no + CASE WHEN x.status = x.ready_status AND x.running_status <> x.ready_status
+												THEN 1 ELSE 0 END,
+			   step_claim_no = CASE WHEN x.status = x.ready_status AND x.running_status <> x.ready_status
+									THEN o.history_no + 1 END
 		  FROM x
 		 WHERE o.id = x.id AND o.status = x.status AND o.current_step = p_step
 		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
@@ -600,12 +614,8 @@ BEGIN
 				  o.step_lease_expires_at AS lease_expires_at, o.step_lease_token AS lease_token,
 				  o.step_external_ref AS external_ref,
 				  x.status, o.payment_id, o.correlation_id, o.pipeline_version,
-				  x.ready_status, x.running_status, x.input_field, x.result_name
-	), h AS (
-		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-		SELECT c.operation_id, c.status, c.running_status, 'claimed', p_worker_id
-		  FROM c WHERE c.status = c.ready_status AND c.running_status <> c.ready_status
-		RETURNING payflow._status_changed()
+				  x.ready_status, x.running_status, x.input_field, x.result_name,
+				  CASE WHEN o.step_claim_no IS NOT NULL THEN payflow._status_changed() END AS woken
 	)
 	SELECT i.n, c.operation_id,
 		   jsonb_strip_nulls(jsonb_build_object(
@@ -772,7 +782,7 @@ BEGIN
 		-- the open step as the completion finds it, read without a lock: the
 		-- update below takes a row only if its attempt is still this one
 		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_lease_token, o.step_claimed_at,
-			   o.step_created_at, o.step_external_ref,
+			   o.step_created_at, o.step_external_ref, o.step_claim_no,
 			   -- _step_input as a sub-select: a call per row cost 16 us at best
 			   coalesce((SELECT sr.result_ref
 						   FROM payflow.step_results sr
@@ -812,30 +822,30 @@ BEGIN
 			   step_pending_since = CASE WHEN v_last THEN NULL ELSE now() END,
 			   step_next_attempt_at = NULL,
 			   step_last_error = CASE WHEN v_last THEN op.step_last_error END,
-			   step_lease_expires_at = NULL
+			   step_lease_expires_at = NULL,
+			   history_no = op.history_no + 1, step_claim_no = NULL
 		  FROM x
 		 WHERE op.id = x.id AND op.status = x.status AND op.current_step = d.step_name
 		   AND op.step_status = 'RUNNING' AND op.step_lease_owner = p_worker_id AND op.step_attempt = x.step_attempt
 		   AND op.step_lease_token IS NOT DISTINCT FROM x.step_lease_token
 		RETURNING x.id AS operation_id, x.step_attempt AS attempt, x.result, x.result_ref, x.input_ref, x.n, x.content,
 				  x.event_id, x.status, x.payment_id, x.correlation_id, x.step_created_at, x.step_claimed_at,
-				  x.step_external_ref
+				  x.step_external_ref, x.step_claim_no, op.history_no AS done_no,
+				  payflow._status_changed() AS woken
 	), p AS (
 		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 		SELECT s.result_ref ->> 'key', s.operation_id, s.result_ref ->> 'checksum', octet_length(s.content), s.content
 		  FROM s WHERE s.result_ref IS NOT NULL
 	), r AS (
+		-- also the step's claimed and done history (history.sql)
 		INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, attempt, lease_owner,
-										  external_ref, result_ref, completed_event_id, result)
+										  external_ref, result_ref, completed_event_id, result, claim_no, done_no)
 		SELECT s.operation_id, d.step_name, s.step_created_at, s.step_claimed_at, s.attempt, p_worker_id,
 			   s.step_external_ref, s.result_ref, s.event_id,
 			   -- kept here only when no payload and no operation result holds it
-			   CASE WHEN s.result_ref IS NULL AND NOT v_last THEN s.result END
+			   CASE WHEN s.result_ref IS NULL AND NOT v_last THEN s.result END,
+			   s.step_claim_no, s.done_no
 		  FROM s
-	), h AS (
-		INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-		SELECT s.operation_id, s.status, d.done_status, lower(d.step_name) || ' done', p_worker_id FROM s
-		RETURNING payflow._status_changed()
 	), e AS MATERIALIZED (
 		SELECT s.operation_id, s.event_id, s.payment_id,
 			   coalesce(n.request_event, v_completed_event) AS event_type,

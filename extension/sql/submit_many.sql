@@ -93,7 +93,7 @@ $$;
 -- The first pass checks every item, in one query, as submit() does
 -- (the same helpers raise the same errors), so the error names the first
 -- bad item.  Then one statement writes what submit writes for each of
--- them, set-based: operations (each with its first step open), payloads, history, events, a
+-- them, set-based: operations (each with its first step open), payloads, events, a
 -- statement each for all items (calling submit() per item cost an executor
 -- start-up per table per item, and ran at 2x single submits in make bench
 -- instead of the 5x aimed at).  The rows go in in the order of their
@@ -192,10 +192,11 @@ BEGIN
 			  FROM ids
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
-											correlation_id, request_ref, status, current_step, pipeline_version)
+											correlation_id, request_ref, status, current_step, pipeline_version,
+											submitted_by)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
 				   sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content),
-				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version
+				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user
 			  FROM it, f
 			 ORDER BY it.key COLLATE "C", it.i
 			ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
@@ -204,9 +205,6 @@ BEGIN
 			INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 			SELECT op.request_ref ->> 'key', op.id, op.request_ref ->> 'checksum', octet_length(it.content), it.content
 			  FROM op JOIN it USING (id)
-		), history AS (
-			INSERT INTO payflow.operation_history (operation_id, from_status, to_status, reason, actor)
-			SELECT op.id, NULL, op.status, 'submitted', session_user FROM op
 		)
 		SELECT payflow._outbox_write_all(
 				   array_agg(it.event_id ORDER BY it.key COLLATE "C", it.i), array_agg(it.id ORDER BY it.key COLLATE "C", it.i),

@@ -147,6 +147,17 @@ CREATE TABLE payflow.operations (
 	step_next_attempt_at timestamptz,	-- set while RETRY_WAIT, and only then
 	step_last_error jsonb,
 	step_lease_expires_at timestamptz,
+	-- History (0.5.0, history.sql): the transitions of the common path are
+	-- rendered from this row, step_results and step_attempts, not written.
+	-- history_no counts the operation's transitions (its last one's
+	-- number; a history id is _history_id(number)); step_claim_no is the
+	-- number of the claim that moved the open step's status, while the
+	-- attempt that made it runs; submitted_by is who submitted it (NULL for
+	-- an operation submitted before 0.5.0, whose history rows are all
+	-- stored).
+	history_no smallint NOT NULL DEFAULT 1,
+	step_claim_no smallint,
+	submitted_by text,
 	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
 ) WITH (fillfactor = 70,
 		autovacuum_vacuum_scale_factor = 0.02,
@@ -169,10 +180,13 @@ CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
 CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
 	WHERE step_next_attempt_at IS NOT NULL;
 
--- Every status change: who, when, from, to, why.  Append-only.
-CREATE TABLE payflow.operation_history (
+-- The status changes that are not rendered from the rows above (history.sql):
+-- failures, cancels, replays, admin actions, and every change made before
+-- 0.5.0.  Append-only; the id is _history_id(the operation's history_no),
+-- or 0.4's (all below 10^15).
+CREATE TABLE payflow.history_events (
 	operation_id text COLLATE "C" NOT NULL,
-	id bigint GENERATED ALWAYS AS IDENTITY,
+	id bigint NOT NULL,
 	from_status text,
 	to_status text NOT NULL,
 	reason text,
@@ -200,6 +214,7 @@ CREATE TABLE payflow.step_attempts (
 	finished_at timestamptz NOT NULL DEFAULT now(),
 	outcome text NOT NULL,		-- SUCCEEDED, RETRY_WAIT, FAILED, lease_expired
 	error jsonb,
+	claim_no smallint,			-- its claim's history number, if that claim moved the status
 	PRIMARY KEY (operation_id, id)
 );
 

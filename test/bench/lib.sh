@@ -135,7 +135,7 @@ bench_compare_row() {
 # pg_cron in the C-free flavour) may hold one of them and want another: a
 # deadlock, whose victim is the TRUNCATE (40P01). It is tried again.
 bench_truncate_payflow() {
-	local sql="TRUNCATE payflow.outbox, payflow.operations, payflow.step_results, payflow.operation_history, payflow.payloads"
+	local sql="TRUNCATE payflow.outbox, payflow.operations, payflow.step_results, payflow.history_events, payflow.payloads"
 	local i
 	for i in 1 2 3 4; do
 		pf_psql -Atq -c "$sql" >/dev/null 2>&1 && return 0

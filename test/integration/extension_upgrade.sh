@@ -42,6 +42,8 @@ released=$(for script in extension/sql/payflow--*--*.sql; do
 	echo "${v##*--}"
 done | sort -uV | grep -vx "$current")
 pf_ok "there are released versions to update from" test -n "$released"
+# the statuses of an operation from submit to COMPLETED, as history() shows them
+chain=PENDING,PAYMENT_PROCESSING,PAYMENT_COMPLETED,POST_PROCESSING,INVOICE_PENDING,COMPLETED
 for from in $released; do
 	if ! pf_released_install "$from" "$work" 2>"$work/why"; then
 		pf_skip "$from -> $current" "$(head -c 300 "$work/why" | tr '\n' ' ')"
@@ -95,6 +97,7 @@ for from in $released; do
 	mine="o.operation_id NOT IN (SELECT id FROM payflow.operations WHERE payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry'))"
 	pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox o WHERE $mine ORDER BY 1" >"$work/waiting-before"
 	published_id=$(pf_psql -d pf_upgrade_old -Atqc "SELECT event_id FROM payflow.outbox_published WHERE message_id = 'msg-up-1'")
+	last_id_before=$(pf_psql -d pf_upgrade_old -Atqc "SELECT max(id) FROM payflow.operation_history")
 	pf_psql -d pf_upgrade_old -qc "ALTER EXTENSION payflow UPDATE" >/dev/null
 	pf_eq "$from: updated to $current" "$current" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'")"
@@ -144,6 +147,19 @@ for from in $released; do
 													   (SELECT count(*) FROM payflow.history(o.id)), ' ' ORDER BY o.payment_id)
 											  FROM payflow.operations o
 											 WHERE o.payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry')")"
+	# 0.5.0 renders most changes (history.sql): each one after the update is
+	# numbered above every id before it, so an event stream that resumes
+	# with the last id it saw (Last-Event-ID) misses none and repeats none
+	pf_eq "$from: ... in order, the changes after the update numbered above every id before it" \
+		"7 11 upgrade-mid:$chain upgrade-retry:$chain upgrade-run:$chain" \
+		"$(pf_psql -d pf_upgrade_old -Atqc "
+			SELECT count(*) FILTER (WHERE h.id <= $last_id_before) || ' ' || count(*) FILTER (WHERE h.id > $last_id_before) || ' ' ||
+				   (SELECT string_agg(o.payment_id || ':' || (SELECT string_agg(x.to_status, ',' ORDER BY x.id)
+																FROM payflow.operation_history x WHERE x.operation_id = o.id),
+									  ' ' ORDER BY o.payment_id)
+					  FROM payflow.operations o WHERE o.payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry'))
+			  FROM payflow.operation_history h JOIN payflow.operations o ON o.id = h.operation_id
+			 WHERE o.payment_id IN ('upgrade-run', 'upgrade-mid', 'upgrade-retry')")"
 	pf_eq "$from: an operation from before the update keeps its status" "PENDING" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.status('$op') ->> 'status'")"
 	pf_eq "$from: ... and is found again by its idempotency key" "$op" \
@@ -160,7 +176,7 @@ done
 	fresh_db pf_upgrade_old
 	pf_psql -d pf_upgrade_old -qc "CREATE EXTENSION payflow" >/dev/null
 }
-pf_psql -d pf_upgrade_old -qc "DROP POLICY history_for_admin ON payflow.operation_history" >/dev/null
+pf_psql -d pf_upgrade_old -qc "DROP POLICY operations_for_admin ON payflow.operations" >/dev/null
 pf_psql -d pf_upgrade_old -Atqf test/sql/schema_fingerprint.sql >"$work/old.txt"
 pf_ok "a missing policy makes the fingerprints differ" \
 	bash -c "! diff -q '$work/new.txt' '$work/old.txt' >/dev/null"

@@ -4,12 +4,12 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(76);
+SELECT plan(78);
 
 -- schema
 SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
-SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'step_results', 'step_definitions',
+SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'step_results', 'step_definitions',
 	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_grants', 'step_limits', 'step_slots',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key']
@@ -17,6 +17,7 @@ SELECT tables_are('payflow', ARRAY['operations', 'operation_history', 'step_resu
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'step_results', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
 SELECT has_view('payflow', 'steps', 'steps is a view of the open steps (in operations) and the steps done');
+SELECT has_view('payflow', 'operation_history', 'operation_history is a view: most changes are rendered from the rows');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
 -- every public function says what it does (\df+; extension/sql/comments.sql)
 SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg_proc p
@@ -93,11 +94,17 @@ SELECT is(
 	(SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
 	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'
 		AND has_any_column_privilege('payflow_app', c.oid, 'SELECT')),
-	ARRAY['operation_history', 'operations'],
-	'the app reads only operations and operation_history');
+	ARRAY['operations'],
+	'the app reads only the operations table');
+SELECT is(
+	(SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'v'
+		AND has_any_column_privilege('payflow_app', c.oid, 'SELECT')),
+	ARRAY['operation_history'],
+	'and the view operation_history, of its tenant''s operations');
 SELECT ok((SELECT bool_and(relrowsecurity) FROM pg_class
-			WHERE oid IN ('payflow.operations'::regclass, 'payflow.operation_history'::regclass)),
-		  'row-level security is on for the tables the app reads');
+			WHERE oid IN ('payflow.operations'::regclass)),
+		  'row-level security is on for the table the app reads');
 SELECT ok(NOT has_column_privilege('payflow_app', 'payflow.operations', 'request_hash', 'SELECT'), 'the app does not read request hashes');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.api_keys', 'key_hash', 'SELECT'), 'not even the admin reads key hashes');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.webhooks', 'secret_sealed', 'SELECT'), 'nor webhook secrets');
@@ -127,7 +134,7 @@ SELECT throws_ok($$SELECT payflow.create_api_key('t')$$, '42501', NULL, 'app can
 SELECT throws_ok($$SELECT * FROM payflow.operations$$, '42501', NULL, 'app cannot read the operations table');
 SELECT throws_ok($$SELECT * FROM payflow.payloads$$, '42501', NULL, 'app cannot read the payloads table');
 SELECT throws_ok($$UPDATE payflow.operations SET status = 'COMPLETED'$$, '42501', NULL, 'app cannot write tables');
-SELECT throws_ok($$SELECT payflow._set_status('pay_x', 'PENDING', 'COMPLETED', '', '')$$, '42501', NULL, 'app cannot call internal helpers');
+SELECT throws_ok($$SELECT payflow._status_recorded('pay_x', 2, 'PENDING', 'COMPLETED', '', '')$$, '42501', NULL, 'app cannot call internal helpers');
 RESET ROLE;
 
 -- the worker: steps, outbox, payloads; not submit, not operations

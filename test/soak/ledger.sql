@@ -46,15 +46,25 @@ CREATE TABLE soak.dead_letters (
 
 -- The triggers run inside payflow's SECURITY DEFINER functions
 -- (search_path pg_catalog, payflow, pg_temp): every name is qualified.
+-- Every status change, from the operation's row itself (0.5.0 writes no
+-- history row for most changes: history.sql renders them, and purge takes
+-- what they are rendered from).
 CREATE FUNCTION soak.keep_transition() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO soak.transitions (operation_id, from_status, to_status, reason, actor, at)
-	VALUES (NEW.operation_id, NEW.from_status, NEW.to_status, NEW.reason, NEW.actor, NEW.at);
+	VALUES (NEW.id, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status,
+			CASE NEW.status
+				WHEN 'FAILED' THEN coalesce(NEW.error ->> 'message', NEW.error ->> 'code', 'failed')
+				WHEN 'CANCELLED' THEN coalesce(NEW.error ->> 'message', 'cancelled')
+			END,
+			coalesce(NEW.step_lease_owner, session_user), NEW.updated_at);
 	RETURN NULL;
 END
 $$;
-CREATE TRIGGER soak_keep_transition AFTER INSERT ON payflow.operation_history
+CREATE TRIGGER soak_keep_submit AFTER INSERT ON payflow.operations
 	FOR EACH ROW EXECUTE FUNCTION soak.keep_transition();
+CREATE TRIGGER soak_keep_transition AFTER UPDATE ON payflow.operations
+	FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status) EXECUTE FUNCTION soak.keep_transition();
 
 CREATE FUNCTION soak.keep_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -89,7 +89,7 @@ SELECT DISTINCT ON (at) k, at,
 SELECT x.relname AS "table", x.label, x.kb
   FROM (SELECT s.relname, m.k, m.label, (s.total_bytes / 1024)::text AS kb
 		  FROM moments m JOIN soak.sizes s ON s.at = m.at
-		 WHERE s.relname IN ('operations', 'steps', 'outbox', 'payloads', 'operation_history', 'outbox_published',
+		 WHERE s.relname IN ('operations', 'steps', 'outbox', 'payloads', 'history_events', 'step_results', 'outbox_published',
 							 'dead_letters', 'consumed_events', 'job_run_details')
 		UNION ALL
 		SELECT ' indexes of all', m.k, m.label, (sum(s.index_bytes) / 1024)::bigint::text

@@ -494,12 +494,11 @@ CREATE FUNCTION payflow._outbox_written() RETURNS void
 	LANGUAGE plpgsql VOLATILE
 	AS $$ BEGIN END $$;
 
-CREATE FUNCTION payflow._status_changed() RETURNS void
-	LANGUAGE plpgsql VOLATILE
-	AS $$ BEGIN END $$;
+-- (payflow._status_changed: status_changes.sql)
 
--- The history id last announced with NOTIFY payflow_status.  Unlogged: a
--- crash forgets it and costs one extra NOTIFY.
+-- The count of status changes (status_changes.sql) last announced with
+-- NOTIFY payflow_status.  Unlogged: a crash forgets it and costs one extra
+-- NOTIFY.
 CREATE UNLOGGED TABLE payflow._wakeup_marks (
 	history_last_value bigint NOT NULL
 );

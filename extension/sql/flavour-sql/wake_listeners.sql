@@ -3,8 +3,8 @@
 -- wake_listeners.sql @@" (extension/sql/assemble.sh).
 --
 -- After a scheduler pass (pg_cron, every second): NOTIFY payflow_outbox
--- while events wait for a relay, NOTIFY payflow_status when history rows
--- were added since the last pass.  Relays and event streams also poll, so
+-- while events wait for a relay, NOTIFY payflow_status when a status
+-- changed since the last pass.  Relays and event streams also poll, so
 -- a lost wake-up only costs latency.
 -- The outbox probe walks outbox_seq_idx from where the live rows begin
 -- (payflow._outbox_cursor), as the relay's claim does: a sequential scan
@@ -26,7 +26,7 @@ BEGIN
 				  AND available_at <= now() AND (claim_expires_at IS NULL OR claim_expires_at < now())) THEN
 		NOTIFY payflow_outbox;
 	END IF;
-	SELECT last_value INTO v_last FROM payflow.operation_history_id_seq;
+	SELECT last_value INTO v_last FROM payflow._status_changes;	-- (status_changes.sql)
 	UPDATE payflow._wakeup_marks SET history_last_value = v_last WHERE history_last_value <> v_last;
 	IF FOUND THEN
 		NOTIFY payflow_status;

@@ -1,0 +1,7 @@
+-- payflow, C flavour: how a status change is noticed.  Put where
+-- payflow.sql and the update scripts say "--@@ flavour include
+-- status_changes.sql @@" (extension/sql/assemble.sh).
+--
+-- Nothing to add: payflow._status_changed() (helpers.sql, wakeup.c) flags
+-- the transaction, and the scheduler worker sends NOTIFY payflow_status
+-- after it commits.  The C-free flavour counts changes instead.

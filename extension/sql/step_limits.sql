@@ -77,26 +77,26 @@ BEGIN
 END
 $$;
 
--- Admits the claim of operation o's open step p_step under its limit, and
--- records its slot: NULL.  Else the "limited" answer, and nothing changed.
--- The caller holds the step_limits row (_lock_step_limit).
-CREATE OR REPLACE FUNCTION payflow._take_step_slot(o payflow.operations, p_step text) RETURNS jsonb
+-- The step's limit, after the slots whose attempt is over (done, failed,
+-- waiting for a retry, lease expired, purged) were deleted: they free
+-- themselves, and their run times (up to now: an upper bound) feed the
+-- average.  NULL fields when the step has no limit.  The caller holds the
+-- step_limits row (_lock_step_limit).
+CREATE OR REPLACE FUNCTION payflow._sweep_step_slots(p_step text) RETURNS payflow.step_limits
 	LANGUAGE plpgsql VOLATILE
+	-- an index scan, which marks the entries of deleted slots dead as it
+	-- passes them: a bitmap scan does not, and read every slot deleted
+	-- since the last vacuum at every claim (2,000 after 2,000 claims)
+	SET enable_bitmapscan = off
 	AS $$
 DECLARE
 	l payflow.step_limits;
-	v_running integer;
-	v_tenant_running integer;
-	v_tokens numeric;
 	v_ended numeric;
 BEGIN
 	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step;
 	IF NOT FOUND THEN
-		RETURN NULL;
+		RETURN l;
 	END IF;
-	-- slots whose attempt is over (done, failed, waiting for a retry, lease
-	-- expired, purged) free themselves; they are deleted here, and their run
-	-- times (up to now: an upper bound) feed the average
 	WITH gone AS (
 		DELETE FROM payflow.step_slots s
 		 WHERE s.step_name = p_step
@@ -112,6 +112,37 @@ BEGIN
 		 WHERE x.step_name = p_step
 		RETURNING * INTO l;
 	END IF;
+	RETURN l;
+END
+$$;
+
+-- The rate bucket's tokens now (refilled since the last claim), or NULL
+-- for a limit without a rate.
+CREATE OR REPLACE FUNCTION payflow._step_limit_tokens(l payflow.step_limits) RETURNS numeric
+	LANGUAGE sql STABLE
+	AS $$ SELECT CASE WHEN l.per_second IS NOT NULL
+					  THEN least(greatest(l.per_second, 1),
+								 l.tokens + extract(epoch FROM now() - l.refilled_at)::numeric * l.per_second) END $$;
+
+-- Admits the claim of operation o's open step p_step under its limit, and
+-- records its slot: NULL.  Else the "limited" answer, and nothing changed.
+-- The caller holds the step_limits row (_lock_step_limit).
+CREATE OR REPLACE FUNCTION payflow._take_step_slot(o payflow.operations, p_step text) RETURNS jsonb
+	LANGUAGE plpgsql VOLATILE
+	-- an index scan, which marks the entries of deleted slots dead as it
+	-- passes them: a bitmap scan does not, and read every slot deleted
+	-- since the last vacuum at every claim (2,000 after 2,000 claims)
+	SET enable_bitmapscan = off
+	AS $$
+DECLARE
+	l payflow.step_limits := payflow._sweep_step_slots(p_step);
+	v_running integer;
+	v_tenant_running integer;
+	v_tokens numeric;
+BEGIN
+	IF l.step_name IS NULL THEN
+		RETURN NULL;
+	END IF;
 	SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
 	  FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id <> o.id;
 	IF v_running >= l.max_running THEN
@@ -122,8 +153,7 @@ BEGIN
 								  'retryAfterSeconds', payflow._step_limit_retry_seconds(l));
 	END IF;
 	IF l.per_second IS NOT NULL THEN
-		v_tokens := least(greatest(l.per_second, 1),
-						  l.tokens + extract(epoch FROM now() - l.refilled_at)::numeric * l.per_second);
+		v_tokens := payflow._step_limit_tokens(l);
 		IF v_tokens < 1 THEN
 			RETURN jsonb_build_object('action', 'limited', 'reason', 'per_second',
 									  'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
@@ -133,6 +163,85 @@ BEGIN
 	INSERT INTO payflow.step_slots (step_name, operation_id, tenant) VALUES (p_step, o.id, o.tenant)
 	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
 	RETURN NULL;
+END
+$$;
+
+-- A batch claim of a limited step (claim_steps), decided once for the
+-- batch as _take_step_slot decides one claim: of p_ids, the operations
+-- whose step can be claimed now (PENDING, or a retry that is due), in
+-- their order, each admitted (answer NULL) or answered "limited".  One
+-- sweep and one count for the batch: taking each item through the full
+-- claim cost 5.5x a batch claim without a limit (step_limit_claims.sh).
+-- The caller holds the step_limits row and records the slots of the
+-- operations it then claims (_record_step_slots); the rate's tokens are
+-- spent here.
+CREATE OR REPLACE FUNCTION payflow._admit_step_claims(p_step text, p_ids text[])
+	RETURNS TABLE (operation_id text, answer jsonb)
+	LANGUAGE plpgsql VOLATILE
+	SET enable_bitmapscan = off		-- as _sweep_step_slots
+	AS $$
+DECLARE
+	l payflow.step_limits := payflow._sweep_step_slots(p_step);
+	c record;
+	v_running integer;
+	v_tenants jsonb := '{}'::jsonb;		-- tenant -> its running slots, as counted (and admitted) so far
+	v_tenant_running integer;
+	v_tokens numeric;
+	v_retry integer;
+BEGIN
+	IF l.step_name IS NULL THEN
+		RETURN;
+	END IF;
+	v_retry := payflow._step_limit_retry_seconds(l);
+	SELECT count(*)::integer INTO v_running FROM payflow.step_slots s WHERE s.step_name = p_step;
+	v_tokens := payflow._step_limit_tokens(l);
+	FOR c IN
+		SELECT o.id, o.tenant
+		  FROM (SELECT x.id, min(x.n) AS n FROM unnest(p_ids) WITH ORDINALITY AS x(id, n) GROUP BY x.id) u
+		  JOIN payflow.operations o ON o.id = u.id
+		 WHERE o.current_step = p_step AND o.terminal_at IS NULL
+		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
+		 ORDER BY u.n
+	LOOP
+		operation_id := c.id;
+		IF l.max_running_per_tenant IS NOT NULL AND NOT v_tenants ? c.tenant THEN
+			v_tenants := v_tenants || jsonb_build_object(c.tenant,
+				(SELECT count(*) FROM payflow.step_slots s WHERE s.step_name = p_step AND s.tenant = c.tenant));
+		END IF;
+		v_tenant_running := (v_tenants ->> c.tenant)::integer;
+		IF v_running >= l.max_running THEN
+			answer := jsonb_build_object('action', 'limited', 'reason', 'max_running', 'running', v_running,
+										 'retryAfterSeconds', v_retry);
+		ELSIF v_tenant_running >= l.max_running_per_tenant THEN
+			answer := jsonb_build_object('action', 'limited', 'reason', 'max_running_per_tenant',
+										 'running', v_tenant_running, 'retryAfterSeconds', v_retry);
+		ELSIF l.per_second IS NOT NULL AND v_tokens < 1 THEN
+			answer := jsonb_build_object('action', 'limited', 'reason', 'per_second',
+										 'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
+		ELSE
+			answer := NULL;
+			v_running := v_running + 1;
+			IF v_tenant_running IS NOT NULL THEN
+				v_tenants := jsonb_set(v_tenants, ARRAY[c.tenant], to_jsonb(v_tenant_running + 1));
+			END IF;
+			v_tokens := v_tokens - 1;
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+	IF l.per_second IS NOT NULL THEN
+		UPDATE payflow.step_limits x SET tokens = v_tokens, refilled_at = now() WHERE x.step_name = p_step;
+	END IF;
+END
+$$;
+
+-- The slots of the claims a batch made under its step's limit.
+CREATE OR REPLACE FUNCTION payflow._record_step_slots(p_step text, p_ids text[]) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	AS $$
+BEGIN
+	INSERT INTO payflow.step_slots (step_name, operation_id, tenant)
+	SELECT p_step, o.id, o.tenant FROM payflow.operations o WHERE o.id = ANY (p_ids)
+	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
 END
 $$;
 
@@ -193,6 +302,8 @@ $$;
 
 REVOKE ALL ON FUNCTION payflow._step_limit_retry_seconds(payflow.step_limits), payflow._step_limited(text),
 	payflow._lock_step_limit(text), payflow._take_step_slot(payflow.operations, text),
+	payflow._sweep_step_slots(text), payflow._step_limit_tokens(payflow.step_limits),
+	payflow._admit_step_claims(text, text[]), payflow._record_step_slots(text, text[]),
 	payflow.set_step_limit(text, integer, integer, numeric), payflow.clear_step_limit(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.set_step_limit(text, integer, integer, numeric), payflow.clear_step_limit(text)
 	TO payflow_admin;

@@ -666,25 +666,46 @@ DECLARE
 	v_n integer;
 	v_fast integer := 0;
 	v_limited boolean;
+	v_ids text[] := operation_ids;	-- what the fast path may claim (NULL: not it)
+	v_claimed text[];
 BEGIN
 	PERFORM payflow._require_step_role(step);
 	v_limited := payflow._step_limited(step);
 	IF v_limited THEN
-		-- before any operation's row (step_limits.sql); the full path counts
+		-- before any operation's row (step_limits.sql)
 		PERFORM payflow._lock_step_limit(step);
 	END IF;
 	-- The fast path first: it checks the arguments inside its statement and
 	-- takes no item of a call with a wrong one, so the checks below run only
 	-- when some item needs the full logic (each is a statement: 40 us a
 	-- call when they ran first).
-	IF NOT v_limited AND cardinality(operation_ids) <= 100 THEN
+	IF cardinality(operation_ids) <= 100 THEN
 		v_done := array_fill(false, ARRAY[cardinality(operation_ids)]);
-		FOR r IN SELECT * FROM payflow._claim_fast(step, worker_id, operation_ids, lease_seconds) LOOP
+		IF v_limited THEN
+			-- the limit decides for the whole batch; an item it refuses is
+			-- answered here, one it admits goes to the fast path
+			FOR r IN SELECT a.operation_id, a.answer FROM payflow._admit_step_claims(step, operation_ids) a
+					  WHERE a.answer IS NOT NULL LOOP
+				FOR v_n IN 1 .. cardinality(operation_ids) LOOP
+					CONTINUE WHEN operation_ids[v_n] IS DISTINCT FROM r.operation_id OR v_done[v_n];
+					item := v_n; operation_id := r.operation_id; answer := r.answer; input := NULL; error := NULL;
+					v_done[v_n] := true;
+					v_ids[v_n] := NULL;
+					v_fast := v_fast + 1;
+					RETURN NEXT;
+				END LOOP;
+			END LOOP;
+		END IF;
+		FOR r IN SELECT * FROM payflow._claim_fast(step, worker_id, v_ids, lease_seconds) LOOP
 			item := r.item; operation_id := r.operation_id; answer := r.answer; input := r.input; error := NULL;
 			v_done[r.item] := true;
 			v_fast := v_fast + 1;
+			v_claimed := v_claimed || r.operation_id;
 			RETURN NEXT;
 		END LOOP;
+		IF v_limited AND v_claimed IS NOT NULL THEN
+			PERFORM payflow._record_step_slots(step, v_claimed);
+		END IF;
 		IF v_fast = cardinality(operation_ids) THEN
 			RETURN;
 		END IF;
@@ -725,8 +746,8 @@ $$;
 -- Fast completion of steps by their lease holder: for each item
 -- {"operationId", "result"} (no resultRef) whose step is RUNNING under
 -- p_worker_id in a running operation, in one statement: the operation's
--- row advanced to the next step (or ended) with its history row, the
--- step's step_results row, the result payload written (when the step has
+-- row advanced to the next step (or ended), the step's step_results row
+-- (which also tells its history), the result payload written (when the step has
 -- a result name), and the next request event (or OperationCompleted) in
 -- the outbox.  Items it
 -- does not take (another state, a resultRef, a result too large, a payload

@@ -41,6 +41,8 @@ BEGIN
 			('payflow.step_results', ''),
 			('payflow.step_grants', ''),
 			('payflow.step_limits', ''),
+			('payflow.step_breakers', ''),
+			('payflow.step_breaker_events', ''),
 			('payflow.outbox_events', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),

@@ -90,6 +90,10 @@ COMMENT ON FUNCTION payflow.set_step_limit(text, integer, integer, numeric) IS
 	'Caps a step across every worker: attempts running at once, per tenant, claims per second; a claim beyond it answers limited with retryAfterSeconds.';
 COMMENT ON FUNCTION payflow.clear_step_limit(text) IS
 	'Removes a step''s limits; false if it had none.';
+COMMENT ON FUNCTION payflow.set_step_breaker(text, numeric, integer, integer, integer, integer) IS
+	'A circuit breaker for a step: opens when failure_ratio of at least min_calls claims in window_seconds failed for the back end''s health (retryable errors, expired leases); claims then answer "limited" for cooldown_seconds, then probes go through until they succeed.';
+COMMENT ON FUNCTION payflow.clear_step_breaker(text) IS
+	'Removes a step''s circuit breaker; true if it had one.';
 COMMENT ON FUNCTION payflow.revoke_step(text, regrole) IS
 	'Unbinds a step from a role; a step left without grants is open to every worker again.';
 COMMENT ON FUNCTION payflow.set_webhook(text, text) IS

@@ -78,7 +78,19 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 					   'pending', coalesce(a.pending, 0), 'running', coalesce(a.running, 0),
 					   'retryWaiting', coalesce(a.retry_waiting, 0),
 					   'finishedLastHour', coalesce(f.finished, 0),
-					   'runSecondsP50', round(f.p50::numeric, 3), 'runSecondsP95', round(f.p95::numeric, 3))), '{}'::jsonb)
+					   'runSecondsP50', round(f.p50::numeric, 3), 'runSecondsP95', round(f.p95::numeric, 3))
+					   -- the step's limit (step_limits.sql) and breaker (step_breakers.sql), when it has them
+					   || coalesce((SELECT jsonb_build_object('limit', jsonb_strip_nulls(jsonb_build_object(
+												'maxRunning', l.max_running, 'maxRunningPerTenant', l.max_running_per_tenant,
+												'perSecond', l.per_second, 'avgRunSeconds', l.avg_run_seconds,
+												'slotsHeld', (SELECT count(*) FROM payflow.step_slots x
+															   WHERE x.step_name = l.step_name))))
+									  FROM payflow.step_limits l WHERE l.step_name = d.step_name), '{}'::jsonb)
+					   || coalesce((SELECT jsonb_build_object('breaker', jsonb_build_object(
+												'state', b.state, 'open', b.state = 'OPEN', 'halfOpen', b.state = 'HALF_OPEN',
+												'changedAt', payflow._iso(b.changed_at), 'openedTotal', b.opened_total,
+												'callsInWindow', b.calls, 'failureRatio', b.failure_ratio))
+									  FROM payflow.step_breakers b WHERE b.step_name = d.step_name), '{}'::jsonb)), '{}'::jsonb)
 			  FROM (SELECT DISTINCT sd.step_name FROM payflow.step_definitions sd) d
 			  LEFT JOIN (SELECT step_name,
 								count(*) FILTER (WHERE step_status = 'PENDING') AS pending,

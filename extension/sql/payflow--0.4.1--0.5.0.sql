@@ -23,6 +23,8 @@
 -- Storage v2, phase 2: the open step moves into the operations row and a
 -- step that is done leaves a row in step_results; payflow.steps becomes a
 -- view of both (tables.sql, step_results.sql, the migration below).
+-- set_step_breaker / clear_step_breaker: a circuit breaker per step (issue
+-- 27, step_breakers.sql).
 -- s3_unretained_keys(): the S3 objects no operation keeps any more, for
 -- payflow-s3-sweep (issue 26, L3; s3_purge.sql).
 -- Storage v2, phase 3: claims, completions and submits write no history
@@ -107,6 +109,9 @@ ALTER TABLE payflow.step_attempts ADD COLUMN claim_no smallint;
 DROP POLICY history_of_tenant ON payflow.operation_history;
 DROP POLICY history_for_admin ON payflow.operation_history;
 ALTER TABLE payflow.operation_history DISABLE ROW LEVEL SECURITY;
+-- out of the extension first, which takes it out of pg_dump's list
+-- (pg_extension.extconfig, backup.sql) too, as the outbox's below
+ALTER EXTENSION payflow DROP SEQUENCE payflow.operation_history_id_seq;
 ALTER TABLE payflow.operation_history ALTER COLUMN id DROP IDENTITY;
 ALTER TABLE payflow.operation_history RENAME TO history_events;
 ALTER INDEX payflow.operation_history_pkey RENAME TO history_events_pkey;
@@ -130,6 +135,7 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 	payflow.payload_put(text, text, bytea, text, text);
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
+--@@ include step_breakers.sql @@
 --@@ include operations.sql @@
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
@@ -138,8 +144,10 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@
 --@@ include pipeline.sql @@
-REVOKE ALL ON payflow.step_grants, payflow.step_limits, payflow.step_slots FROM PUBLIC;
-GRANT SELECT ON payflow.step_grants, payflow.step_limits, payflow.step_slots TO payflow_admin;
+REVOKE ALL ON payflow.step_grants, payflow.step_limits, payflow.step_slots, payflow.step_breakers,
+	payflow.step_breaker_events FROM PUBLIC;
+GRANT SELECT ON payflow.step_grants, payflow.step_limits, payflow.step_slots, payflow.step_breakers,
+	payflow.step_breaker_events TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.save_step_ref(text, text, text, text, text),
 	payflow.complete_step(text, text, text, jsonb, jsonb, text),

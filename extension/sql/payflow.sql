@@ -114,6 +114,7 @@ $roles$;
 
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
+--@@ include step_breakers.sql @@
 --@@ include steps.sql @@
 
 --@@ include hooks.sql @@

@@ -56,24 +56,27 @@ CREATE OR REPLACE FUNCTION payflow._step_limit_retry_seconds(l payflow.step_limi
 	AS $$ SELECT CASE WHEN l.avg_run_seconds IS NULL THEN 5
 					  ELSE greatest(1, least(60, ceil(l.avg_run_seconds / l.max_running)))::integer END $$;
 
--- Whether a step has a limit.  PL/pgSQL, whose plan is kept: it runs at
--- every claim.
+-- Whether a step has a limit or a breaker.  PL/pgSQL, whose plan is kept:
+-- it runs at every claim.
 CREATE OR REPLACE FUNCTION payflow._step_limited(p_step text) RETURNS boolean
 	LANGUAGE plpgsql STABLE
 	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
-	RETURN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step);
+	RETURN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step)
+		   OR EXISTS (SELECT FROM payflow.step_breakers b WHERE b.step_name = p_step);	-- (step_breakers.sql)
 END
 $$;
 
--- Serialises the claims of a limited step (see above); does nothing for a
--- step without a limit.  Taken before any operation's row.
+-- Serialises the claims of a limited step (see above) and of a step with a
+-- breaker; does nothing for a step with neither.  Taken before any
+-- operation's row.
 CREATE OR REPLACE FUNCTION payflow._lock_step_limit(p_step text) RETURNS void
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 BEGIN
 	PERFORM FROM payflow.step_limits l WHERE l.step_name = p_step FOR UPDATE;
+	PERFORM FROM payflow.step_breakers b WHERE b.step_name = p_step FOR UPDATE;
 END
 $$;
 
@@ -124,9 +127,9 @@ CREATE OR REPLACE FUNCTION payflow._step_limit_tokens(l payflow.step_limits) RET
 					  THEN least(greatest(l.per_second, 1),
 								 l.tokens + extract(epoch FROM now() - l.refilled_at)::numeric * l.per_second) END $$;
 
--- Admits the claim of operation o's open step p_step under its limit, and
--- records its slot: NULL.  Else the "limited" answer, and nothing changed.
--- The caller holds the step_limits row (_lock_step_limit).
+-- Admits the claim of operation o's open step p_step under its breaker and
+-- its limit, and records its slot: NULL.  Else the "limited" answer, and
+-- nothing changed.  The caller holds the step's rows (_lock_step_limit).
 CREATE OR REPLACE FUNCTION payflow._take_step_slot(o payflow.operations, p_step text) RETURNS jsonb
 	LANGUAGE plpgsql VOLATILE
 	-- an index scan, which marks the entries of deleted slots dead as it
@@ -135,12 +138,20 @@ CREATE OR REPLACE FUNCTION payflow._take_step_slot(o payflow.operations, p_step 
 	SET enable_bitmapscan = off
 	AS $$
 DECLARE
-	l payflow.step_limits := payflow._sweep_step_slots(p_step);
+	g record := payflow._breaker_gate(p_step);
+	l payflow.step_limits;
 	v_running integer;
 	v_tenant_running integer;
 	v_tokens numeric;
 BEGIN
+	IF g.allowed = 0 THEN
+		RETURN g.answer;
+	END IF;
+	l := payflow._sweep_step_slots(p_step);
 	IF l.step_name IS NULL THEN
+		IF g.present THEN
+			PERFORM payflow._breaker_admitted(p_step, ARRAY[o.id]);
+		END IF;
 		RETURN NULL;
 	END IF;
 	SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
@@ -162,11 +173,14 @@ BEGIN
 	END IF;
 	INSERT INTO payflow.step_slots (step_name, operation_id, tenant) VALUES (p_step, o.id, o.tenant)
 	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
+	IF g.present THEN
+		PERFORM payflow._breaker_admitted(p_step, ARRAY[o.id]);
+	END IF;
 	RETURN NULL;
 END
 $$;
 
--- A batch claim of a limited step (claim_steps), decided once for the
+-- A batch claim of a step with a limit or a breaker (claim_steps), decided once for the
 -- batch as _take_step_slot decides one claim: of p_ids, the operations
 -- whose step can be claimed now (PENDING, or a retry that is due), in
 -- their order, each admitted (answer NULL) or answered "limited".  One
@@ -181,6 +195,7 @@ CREATE OR REPLACE FUNCTION payflow._admit_step_claims(p_step text, p_ids text[])
 	SET enable_bitmapscan = off		-- as _sweep_step_slots
 	AS $$
 DECLARE
+	g record := payflow._breaker_gate(p_step);
 	l payflow.step_limits := payflow._sweep_step_slots(p_step);
 	c record;
 	v_running integer;
@@ -188,13 +203,13 @@ DECLARE
 	v_tenant_running integer;
 	v_tokens numeric;
 	v_retry integer;
+	v_admitted text[] := '{}'::text[];
 BEGIN
-	IF l.step_name IS NULL THEN
-		RETURN;
+	IF l.step_name IS NOT NULL THEN
+		v_retry := payflow._step_limit_retry_seconds(l);
+		SELECT count(*)::integer INTO v_running FROM payflow.step_slots s WHERE s.step_name = p_step;
+		v_tokens := payflow._step_limit_tokens(l);
 	END IF;
-	v_retry := payflow._step_limit_retry_seconds(l);
-	SELECT count(*)::integer INTO v_running FROM payflow.step_slots s WHERE s.step_name = p_step;
-	v_tokens := payflow._step_limit_tokens(l);
 	FOR c IN
 		SELECT o.id, o.tenant
 		  FROM (SELECT x.id, min(x.n) AS n FROM unnest(p_ids) WITH ORDINALITY AS x(id, n) GROUP BY x.id) u
@@ -204,6 +219,12 @@ BEGIN
 		 ORDER BY u.n
 	LOOP
 		operation_id := c.id;
+		IF cardinality(v_admitted) >= g.allowed THEN
+			-- the breaker's: open, or its probes taken
+			answer := g.answer;
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
 		IF l.max_running_per_tenant IS NOT NULL AND NOT v_tenants ? c.tenant THEN
 			v_tenants := v_tenants || jsonb_build_object(c.tenant,
 				(SELECT count(*) FROM payflow.step_slots s WHERE s.step_name = p_step AND s.tenant = c.tenant));
@@ -220,6 +241,7 @@ BEGIN
 										 'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
 		ELSE
 			answer := NULL;
+			v_admitted := v_admitted || c.id;
 			v_running := v_running + 1;
 			IF v_tenant_running IS NOT NULL THEN
 				v_tenants := jsonb_set(v_tenants, ARRAY[c.tenant], to_jsonb(v_tenant_running + 1));
@@ -231,6 +253,9 @@ BEGIN
 	IF l.per_second IS NOT NULL THEN
 		UPDATE payflow.step_limits x SET tokens = v_tokens, refilled_at = now() WHERE x.step_name = p_step;
 	END IF;
+	IF g.present THEN
+		PERFORM payflow._breaker_admitted(p_step, v_admitted);
+	END IF;
 END
 $$;
 
@@ -239,8 +264,10 @@ CREATE OR REPLACE FUNCTION payflow._record_step_slots(p_step text, p_ids text[])
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 BEGIN
+	-- (a step with a breaker and no limit keeps no slots: nothing would sweep them)
 	INSERT INTO payflow.step_slots (step_name, operation_id, tenant)
-	SELECT p_step, o.id, o.tenant FROM payflow.operations o WHERE o.id = ANY (p_ids)
+	SELECT p_step, o.id, o.tenant FROM payflow.operations o
+	 WHERE o.id = ANY (p_ids) AND EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step)
 	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
 END
 $$;

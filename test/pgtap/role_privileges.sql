@@ -190,6 +190,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.revoke_step(text,regrole)',
 	'payflow.set_step_limit(text,integer,integer,numeric)',
 	'payflow.clear_step_limit(text)',
+	'payflow.set_step_breaker(text,numeric,integer,integer,integer,integer)',
+	'payflow.clear_step_breaker(text)',
 	'payflow.reconcile(jsonb,text[])']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected

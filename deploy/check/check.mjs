@@ -582,7 +582,7 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 	const gauges = A.filter((a) => a.Properties.Namespace === 'Payflow').map((a) => a.Properties.MetricName);
 	ok(`observability.yaml: the Payflow alarms read metrics the metrics task publishes (${gauges.join(', ')})`,
 		gauges.length > 0 && gauges.every((g) => published.has(g)), gauges.filter((g) => !published.has(g)).join(', '));
-	for (const g of ['OutboxOldestAgeSeconds', 'OutboxBacklog', 'DeadLettersOpen', 'WebhookFailuresOpen', 'OperationsOldestAgeSeconds'])
+	for (const g of ['OutboxOldestAgeSeconds', 'OutboxBacklog', 'DeadLettersOpen', 'WebhookFailuresOpen', 'OperationsOldestAgeSeconds', 'BreakersOpen'])
 		ok(`observability.yaml: an alarm on ${g}`, gauges.includes(g));
 	const belowDesired = A.filter((a) => (a.Properties.Metrics || []).some((m) => m.MetricStat?.Metric?.MetricName === 'DesiredTaskCount'))
 		.map((a) => a.Properties.Metrics[0].MetricStat.Metric.Dimensions[1].Value.Ref).sort();

@@ -222,7 +222,24 @@ function overview() {
 				el('tr', {}, el('th', { scope: 'row' }, 'Outbox backlog'), el('td', { class: 'num' }, now.outbox ? now.outbox.backlog : 0)),
 				el('tr', {}, el('th', { scope: 'row' }, 'Failure rate, last hour'), el('td', { class: 'num' }, `${((now.failureRateLastHour || 0) * 100).toFixed(1)} %`)),
 				el('tr', {}, el('th', { scope: 'row' }, 'Open dead letters'), el('td', { class: 'num' }, now.deadLetters ? now.deadLetters.open : 0)),
-				el('tr', {}, el('th', { scope: 'row' }, 'Open webhook failures'), el('td', { class: 'num' }, now.webhookFailures ? now.webhookFailures.open : 0)))));
+				el('tr', {}, el('th', { scope: 'row' }, 'Open webhook failures'), el('td', { class: 'num' }, now.webhookFailures ? now.webhookFailures.open : 0)))),
+			...guardedSteps(now.steps || {}));
+	}
+
+	// The steps under a limit or a circuit breaker (set_step_limit, set_step_breaker):
+	// what runs against the limit, and the breaker's state since when.
+	function guardedSteps(steps) {
+		const rows = Object.entries(steps).filter(([, v]) => v.limit || v.breaker);
+		if (!rows.length) return [];
+		return [el('h2', {}, 'Step limits and breakers'),
+			el('table', { 'aria-label': 'Step limits and breakers' },
+				el('thead', {}, el('tr', {}, ['Step', 'Running', 'Limit', 'Breaker', 'Since', 'Opened'].map((h) => el('th', { scope: 'col' }, h)))),
+				el('tbody', {}, ...rows.map(([step, v]) => el('tr', { 'data-step': step, 'data-breaker': v.breaker ? v.breaker.state : '' },
+					el('td', {}, step), el('td', { class: 'num' }, v.running ?? 0),
+					el('td', { class: 'num' }, v.limit ? String(v.limit.maxRunning) : ''),
+					el('td', { class: v.breaker && v.breaker.state !== 'CLOSED' ? 'step-error' : '' }, v.breaker ? v.breaker.state : ''),
+					el('td', {}, v.breaker ? whenText(v.breaker.changedAt) : ''),
+					el('td', { class: 'num' }, v.breaker ? String(v.breaker.openedTotal) : '')))))];
 	}
 
 	async function refresh(withDay) {

@@ -543,8 +543,11 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 		const passed = servicesStack[concurrencyParam]?.['Fn::GetAtt'];
 		ok(`services.yaml: ${r} worker scales on (visible + in flight) / (running tasks x its PAYFLOW_CONCURRENCY)`,
 			names === 'ApproximateNumberOfMessagesNotVisible,ApproximateNumberOfMessagesVisible,RunningTaskCount' &&
-			/\(visible \+ inflight\) \/ \(.*tasks.* \* \$\{\w+Concurrency\}\)/.test(expr) &&
+			/(\(visible \+ inflight\)|IF\(\$\{(\w+StepLimit)\} > 0 AND visible \+ inflight > \$\{\2\}, \$\{\2\}, visible \+ inflight\)) \/ \(.*tasks.* \* \$\{\w+Concurrency\}\)/.test(expr) &&
 			passed?.[0] === 'TasksStack' && tasksOutputs.includes(passed?.[1]?.replace('Outputs.', '')), expr);
+		if (r === 'payment')
+			ok('services.yaml: the payment worker counts no more work than the step limit admits (PaymentStepLimit, from payflow.yaml)',
+				expr.includes('${PaymentStepLimit}') && servicesStack.PaymentStepLimit?.Ref === 'PaymentStepLimit', expr);
 		const queueParam = m.find((x) => x.Id === 'visible')?.MetricStat?.Metric?.Dimensions?.[0]?.Value?.Ref;
 		ok(`payflow.yaml: the ${r} worker's scaling reads the ${dest} queue`,
 			servicesStack[queueParam]?.['Fn::GetAtt']?.[1] === `Outputs.${queueDestinations.get(dest)?.replace(/Queue$/, '')}QueueName`,

@@ -174,7 +174,9 @@ broken "a queue deleted with the stack" "DeletionPolicy and UpdateReplacePolicy 
 broken "payload expiry below retention_failed + lifetime" "PayloadExpirationDays >=" \
 	sed -i 's/^    MinValue: 32$/    MinValue: 30/' deploy/aws/queues.yaml
 broken "a worker scaling on visible messages only" "payment worker scales on (visible + in flight)" \
-	sed -i '/PaymentWorkerScalingOnWorkPerSlot:/,/ScalableTarget:/s/(visible + inflight)/(visible)/' deploy/aws/services.yaml
+	sed -i '/PaymentWorkerScalingOnWorkPerSlot:/,/ScalableTarget:/s/visible + inflight/visible/g' deploy/aws/services.yaml
+broken "payment scaling past the step limit" "counts no more work than the step limit admits" \
+	sed -i 's/IF(${PaymentStepLimit} > 0 AND visible + inflight > ${PaymentStepLimit}, ${PaymentStepLimit}, visible + inflight)/(visible + inflight)/' deploy/aws/services.yaml
 broken "a deployment that stops old tasks first" "PaymentWorkerService starts new tasks before stopping old ones" \
 	sed -i '/PaymentWorkerService:/,/DeploymentCircuitBreaker/s/MinimumHealthyPercent: 100/MinimumHealthyPercent: 0/' deploy/aws/services.yaml
 broken "/metrics reachable through the load balancer" "/metrics answers 404 at the load balancer" \

@@ -237,11 +237,13 @@ q -c "SELECT 1 / 0 AS leakcheck_marker_$RUN" >/dev/null 2>&1 || true
 marker_logged() { tail -c +"$PG_LOG_START" "$PG_LOG" | grep -qs "leakcheck_marker_$RUN"; }
 pf_wait_for 10 marker_logged || true
 tail -c +"$PG_LOG_START" "$PG_LOG" >"$CAP/postgresql-server.log"
-# every payflow table as text, but payloads (the request lives there) and
-# the two secret columns, which only the functions read: the rows of this
-# run (they name one of its operations, or its tenant)
+# every payflow table and view as text (the views show what is rendered,
+# as the history of the common path and payflow.steps), but payloads (the
+# request lives there) and the two secret columns, which only the
+# functions read: the rows of this run (they name one of its operations,
+# or its tenant)
 RUN_ROWS="~ '($RUN|$(IFS='|'; echo "${OPS[*]}"))'"
-for t in $(q -c "SELECT relname FROM pg_class WHERE relnamespace = 'payflow'::regnamespace AND relkind = 'r'
+for t in $(q -c "SELECT relname FROM pg_class WHERE relnamespace = 'payflow'::regnamespace AND relkind IN ('r', 'v')
 				 AND relname NOT IN ('payloads', 'api_keys', 'webhooks') ORDER BY 1"); do
 	q -c "COPY (SELECT * FROM payflow.$t t WHERE t::text $RUN_ROWS) TO STDOUT" >"$CAP/table-$t.txt"
 done

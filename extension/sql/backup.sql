@@ -43,6 +43,7 @@ BEGIN
 			('payflow.step_limits', ''),
 			('payflow.step_breakers', ''),
 			('payflow.step_breaker_events', ''),
+			('payflow.tenant_quotas', ''),
 			('payflow.outbox_events', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),

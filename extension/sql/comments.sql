@@ -94,6 +94,10 @@ COMMENT ON FUNCTION payflow.set_step_breaker(text, numeric, integer, integer, in
 	'A circuit breaker for a step: opens when failure_ratio of at least min_calls claims in window_seconds failed for the back end''s health (retryable errors, expired leases); claims then answer "limited" for cooldown_seconds, then probes go through until they succeed.';
 COMMENT ON FUNCTION payflow.clear_step_breaker(text) IS
 	'Removes a step''s circuit breaker; true if it had one.';
+COMMENT ON FUNCTION payflow.set_tenant_quota(text, integer) IS
+	'At most max_open operations in flight for a tenant: past it, submits of new operations are refused (PF011; HTTP 429 with Retry-After), counted at each scheduler pass.';
+COMMENT ON FUNCTION payflow.clear_tenant_quota(text) IS
+	'Removes a tenant''s quota; true if it had one.';
 COMMENT ON FUNCTION payflow.revoke_step(text, regrole) IS
 	'Unbinds a step from a role; a step left without grants is open to every worker again.';
 COMMENT ON FUNCTION payflow.set_webhook(text, text) IS

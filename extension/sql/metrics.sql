@@ -116,5 +116,11 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 			SELECT jsonb_build_object(
 					   'open', count(*) FILTER (WHERE replayed_at IS NULL),
 					   'lastHour', count(*) FILTER (WHERE updated_at > now() - interval '1 hour'))
-			  FROM payflow.webhook_failures))
+			  FROM payflow.webhook_failures),
+		-- an array: tenants are data, not metric names (/metrics leaves arrays out)
+		'tenantQuotas', (
+			SELECT coalesce(jsonb_agg(jsonb_build_object('tenant', q.tenant, 'maxOpen', q.max_open,
+														 'openNow', q.open_now, 'countedAt', payflow._iso(q.counted_at))
+									  ORDER BY q.tenant), '[]'::jsonb)
+			  FROM payflow.tenant_quotas q))
 $$;

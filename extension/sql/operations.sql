@@ -77,6 +77,7 @@ BEGIN
 		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
 			   f.ready_status, f.step_name, f.pipeline_version, session_user
 		  FROM f
+		 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 		RETURNING id, status, current_step
 	), payload AS (
@@ -97,7 +98,10 @@ BEGIN
 	IF v_created IS NULL THEN
 		SELECT * INTO v_existing FROM payflow.operations
 		 WHERE tenant = v_tenant AND idempotency_key = p_idempotency_key;
-		IF v_existing.request_hash <> p_request_hash THEN
+		IF NOT FOUND THEN
+			-- not a conflict: the tenant is past its quota
+			PERFORM payflow._quota_exceeded(v_tenant);
+		ELSIF v_existing.request_hash <> p_request_hash THEN
 			RAISE EXCEPTION 'idempotency key "%" was already used with other details', p_idempotency_key
 				USING ERRCODE = 'PF002',
 					  DETAIL = format('Operation %s was created with this key.', v_existing.id),

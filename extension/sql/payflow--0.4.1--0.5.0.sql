@@ -24,7 +24,8 @@
 -- step that is done leaves a row in step_results; payflow.steps becomes a
 -- view of both (tables.sql, step_results.sql, the migration below).
 -- set_step_breaker / clear_step_breaker: a circuit breaker per step (issue
--- 27, step_breakers.sql).
+-- 27, step_breakers.sql).  set_tenant_quota / clear_tenant_quota: submits
+-- past a tenant's open operations are refused, PF011 (tenant_quotas.sql).
 -- s3_unretained_keys(): the S3 objects no operation keeps any more, for
 -- payflow-s3-sweep (issue 26, L3; s3_purge.sql).
 -- Storage v2, phase 3: claims, completions and submits write no history
@@ -136,6 +137,7 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
 --@@ include step_breakers.sql @@
+--@@ include tenant_quotas.sql @@
 --@@ include operations.sql @@
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
@@ -145,9 +147,9 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include admin_stuck.sql @@
 --@@ include pipeline.sql @@
 REVOKE ALL ON payflow.step_grants, payflow.step_limits, payflow.step_slots, payflow.step_breakers,
-	payflow.step_breaker_events FROM PUBLIC;
+	payflow.step_breaker_events, payflow.tenant_quotas FROM PUBLIC;
 GRANT SELECT ON payflow.step_grants, payflow.step_limits, payflow.step_slots, payflow.step_breakers,
-	payflow.step_breaker_events TO payflow_admin;
+	payflow.step_breaker_events, payflow.tenant_quotas TO payflow_admin;
 REVOKE ALL ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.save_step_ref(text, text, text, text, text),
 	payflow.complete_step(text, text, text, jsonb, jsonb, text),

@@ -115,6 +115,7 @@ $roles$;
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
 --@@ include step_breakers.sql @@
+--@@ include tenant_quotas.sql @@
 --@@ include steps.sql @@
 
 --@@ include hooks.sql @@

@@ -159,6 +159,10 @@ BEGIN
 		v_due := v_due + 1;
 	END LOOP;
 
+	-- the open operations of the tenants with a quota (tenant_quotas.sql)
+	IF EXISTS (SELECT FROM payflow.tenant_quotas) THEN
+		PERFORM payflow._count_tenant_quotas();
+	END IF;
 	PERFORM payflow._wake_listeners();
 	RETURN jsonb_build_object('expiredLeases', v_expired,
 							  'failedAfterLeaseExpiry', v_failed,

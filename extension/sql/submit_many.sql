@@ -198,6 +198,7 @@ BEGIN
 				   sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content),
 				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user
 			  FROM it, f
+			 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 			 ORDER BY it.key COLLATE "C", it.i
 			ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 			RETURNING id, status, current_step, request_ref
@@ -229,7 +230,11 @@ BEGIN
 		  FROM unnest(v_payments, v_keys, v_contents) WITH ORDINALITY AS r(payment_id, key, content, i)
 		  CROSS JOIN LATERAL (SELECT o.id, o.request_hash FROM payflow.operations o
 							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) o;
-		IF v_i IS NOT NULL THEN
+		IF coalesce(cardinality(v_ids), 0) <> coalesce(cardinality(v_keys), 0) THEN
+			-- an item neither made nor there before: the tenant is past its quota
+			v_i := 0;
+			PERFORM payflow._quota_exceeded(v_tenant);
+		ELSIF v_i IS NOT NULL THEN
 			PERFORM payflow._raise_key_reused(v_keys[v_i], v_ids[v_i]);
 		END IF;
 	EXCEPTION WHEN OTHERS THEN

@@ -192,6 +192,8 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.clear_step_limit(text)',
 	'payflow.set_step_breaker(text,numeric,integer,integer,integer,integer)',
 	'payflow.clear_step_breaker(text)',
+	'payflow.set_tenant_quota(text,integer)',
+	'payflow.clear_tenant_quota(text)',
 	'payflow.reconcile(jsonb,text[])']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected

@@ -11,7 +11,7 @@ SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
 SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'step_results', 'step_definitions',
 	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
-	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events',
+	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events', 'tenant_quotas',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;

@@ -80,6 +80,8 @@ try {
 	const breakerRow = page.locator('tr[data-step="CREATE_INVOICE"][data-breaker="CLOSED"]');
 	await breakerRow.first().waitFor({ timeout: 20000 }).catch(() => {});
 	ok(await breakerRow.count() === 1, 'the overview shows the step with a circuit breaker, and its state');
+	ok(await page.locator(`tr[data-tenant="${ctx.tenant}"][data-full="false"]`).count() === 1,
+		'the overview shows the tenant\'s quota of open operations');
 	await shot('overview');
 
 	// ---- the list, filtered, then the FAILED operation

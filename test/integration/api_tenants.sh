@@ -3,7 +3,8 @@
 # cancel, follow (changes / event stream) or collide idempotency keys with
 # tenant B's operations, through the API or in SQL as payflow_app; a
 # revoked key is refused (401) and ends its open streams; row-level
-# security shows a payflow_app session only its tenant's rows.
+# security shows a payflow_app session only its tenant's rows; a tenant
+# past its quota of open operations is answered 429 with Retry-After.
 set -euo pipefail
 source "$(dirname "$0")/api_common.bash"
 
@@ -84,6 +85,21 @@ stream_rc=0
 wait "$stream" || stream_rc=$?
 pf_eq "the revoked key's stream ended by itself" 0 "$stream_rc"
 pf_ok "... with an unauthorized error event" grep -q '"code":"unauthorized"' "$API_DIR/revoked.sse"
+
+# back-pressure (issue 27): B past its quota of open operations gets 429
+# with the wait payflow computed; a retry of an accepted request still 202
+q -c "SELECT payflow.set_tenant_quota('$TB', (SELECT count(*)::int FROM payflow.operations
+												 WHERE tenant = '$TB' AND terminal_at IS NULL))" >/dev/null
+pf_eq "B past its quota: POST 429" 429 "$(post_payment "$KB" "$P-over" '{"amount": 4}')"
+pf_eq "... a JSON error, quota_exceeded" quota_exceeded "$(json_field error.code)"
+retry_after=$(header Retry-After)
+pf_ok "... with Retry-After, the seconds payflow named ($retry_after)" \
+	bash -c "[[ '$retry_after' =~ ^[0-9]+\$ ]] && grep -q \"retry after $retry_after s\" '$API_DIR/body'"
+pf_eq "... and nothing written" 0 "$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id = '$P-over'")"
+pf_eq "an accepted request sent again: 202, its operation" "202 $opB" \
+	"$(post_payment "$KB" "$P-pay" '{"amount": 2}' -H "Idempotency-Key: shared-$P") $(json_field operationId)"
+pf_eq "A has no quota: 202" 202 "$(post_payment "$KA" "$P-a-free" '{"amount": 5}')"
+q -c "SELECT payflow.clear_tenant_quota('$TB')" >/dev/null
 
 api_stop "$API_PID"
 pf_eq "SIGTERM: exit 0" 0 "$api_status"

@@ -223,7 +223,18 @@ function overview() {
 				el('tr', {}, el('th', { scope: 'row' }, 'Failure rate, last hour'), el('td', { class: 'num' }, `${((now.failureRateLastHour || 0) * 100).toFixed(1)} %`)),
 				el('tr', {}, el('th', { scope: 'row' }, 'Open dead letters'), el('td', { class: 'num' }, now.deadLetters ? now.deadLetters.open : 0)),
 				el('tr', {}, el('th', { scope: 'row' }, 'Open webhook failures'), el('td', { class: 'num' }, now.webhookFailures ? now.webhookFailures.open : 0)))),
-			...guardedSteps(now.steps || {}));
+			...guardedSteps(now.steps || {}), ...quotas(now.tenantQuotas || []));
+	}
+
+	// The tenants with a quota of open operations (set_tenant_quota): past it, POST /payments answers 429.
+	function quotas(list) {
+		if (!list.length) return [];
+		return [el('h2', {}, 'Tenant quotas'),
+			el('table', { 'aria-label': 'Tenant quotas' },
+				el('thead', {}, el('tr', {}, ['Tenant', 'Open', 'Quota', 'Counted'].map((h) => el('th', { scope: 'col' }, h)))),
+				el('tbody', {}, ...list.map((q) => el('tr', { 'data-tenant': q.tenant, 'data-full': String(q.openNow >= q.maxOpen) },
+					el('td', {}, q.tenant), el('td', { class: q.openNow >= q.maxOpen ? 'num step-error' : 'num' }, q.openNow),
+					el('td', { class: 'num' }, q.maxOpen), el('td', {}, whenText(q.countedAt))))))];
 	}
 
 	// The steps under a limit or a circuit breaker (set_step_limit, set_step_breaker):

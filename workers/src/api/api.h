@@ -252,6 +252,7 @@ struct api_request
 	const char *correlation_id;
 	const char *bad_path;		/* why the path cannot be decoded, or NULL */
 	bool		close_after;	/* the answer closes the connection */
+	int			retry_after;	/* this answer's Retry-After (s); 0: PAYFLOW_API_RETRY_AFTER */
 };
 
 

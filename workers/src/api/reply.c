@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -146,6 +147,8 @@ api_status_for_sqlstate(const char *sqlstate, pf_result result)
 		return MHD_HTTP_NOT_FOUND;
 	if (strcmp(sqlstate, "PF007") == 0)
 		return MHD_HTTP_CONTENT_TOO_LARGE;
+	if (strcmp(sqlstate, "PF011") == 0) /* the tenant is past its quota of open operations */
+		return MHD_HTTP_TOO_MANY_REQUESTS;
 	if (strncmp(sqlstate, "22", 2) == 0)	/* 22023, 22004, 22P02, 22001 … */
 		return MHD_HTTP_UNPROCESSABLE_CONTENT;
 	if (strncmp(sqlstate, "28", 2) == 0)
@@ -171,7 +174,8 @@ queue(api_request *req, unsigned status, struct MHD_Response *resp)
 	{
 		char		seconds[16];
 
-		snprintf(seconds, sizeof(seconds), "%d", req->ctx->cfg.api_retry_after);
+		snprintf(seconds, sizeof(seconds), "%d",
+				 req->retry_after > 0 ? req->retry_after : req->ctx->cfg.api_retry_after);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, seconds);
 	}
 	req->status = status;
@@ -274,6 +278,16 @@ api_reply_db_error(api_request *req, const pf_error *err)
 		case MHD_HTTP_CONTENT_TOO_LARGE:
 		case MHD_HTTP_UNPROCESSABLE_CONTENT:
 			return api_reply_error(req, status, err->code, "%s", err->message);
+		case MHD_HTTP_TOO_MANY_REQUESTS:
+			{
+				/* the wait payflow computed ("... retry after N s"): Retry-After */
+				const char *after = strstr(err->message, "retry after ");
+				int			seconds = after ? atoi(after + strlen("retry after ")) : 0;
+
+				req->retry_after = seconds > 0 && seconds <= 3600 ? seconds : 0;
+				pf_log_info(&ids, "%s %s: %s", req->method, api_route_name(req->route), err->message);
+				return api_reply_error(req, status, "quota_exceeded", "%s", err->message);
+			}
 		case MHD_HTTP_SERVICE_UNAVAILABLE:
 			pf_log_warn(&ids, "%s %s: database unavailable: %s %s", req->method, api_route_name(req->route),
 						err->code, err->message);

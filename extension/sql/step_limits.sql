@@ -213,9 +213,14 @@ BEGIN
 	FOR c IN
 		SELECT o.id, o.tenant
 		  FROM (SELECT x.id, min(x.n) AS n FROM unnest(p_ids) WITH ORDINALITY AS x(id, n) GROUP BY x.id) u
-		  JOIN payflow.operations o ON o.id = u.id
-		 WHERE o.current_step = p_step AND o.terminal_at IS NULL
-		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
+		  -- a probe per id (LIMIT 1 keeps it one): planned on a table that was
+		  -- empty, a join walked every operation in flight (4 ms a batch of
+		  -- ten with 2,000 in flight; step_limit_claims.sh)
+		  CROSS JOIN LATERAL (
+			SELECT o.id, o.tenant FROM payflow.operations o
+			 WHERE o.id = u.id AND o.current_step = p_step AND o.terminal_at IS NULL
+			   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
+			 LIMIT 1) o
 		 ORDER BY u.n
 	LOOP
 		operation_id := c.id;

@@ -108,6 +108,14 @@ SET SESSION AUTHORIZATION pf_sg_risk;
 SELECT * FROM pf_try($$SELECT payflow.grant_step('PROCESS_PAYMENT', 'pf_sg_risk')$$);
 RESET SESSION AUTHORIZATION;
 
+-- a step bound only to a role since dropped admits no one
+DO $$ BEGIN CREATE ROLE pf_sg_gone; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+SELECT payflow.grant_step('POST_PROCESS', 'pf_sg_gone') AS granted;
+DROP ROLE pf_sg_gone;
+SET SESSION AUTHORIZATION pf_sg_risk;
+SELECT sqlstate FROM pf_try($$SELECT payflow.claim_steps('POST_PROCESS', 'w-risk', ARRAY['pay_00000000000000000000000000'])$$);
+RESET SESSION AUTHORIZATION;
+
 DELETE FROM payflow.step_grants;
 REVOKE payflow_worker FROM pf_sg_payment, pf_sg_risk;
 DROP ROLE pf_sg_payment;

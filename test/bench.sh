@@ -180,7 +180,7 @@ ms_of() {
 	done | bench_median
 }
 # buffers (pages) a statement touches: deterministic, unlike time on this machine
-metrics_body=$(awk '/^CREATE FUNCTION payflow.metrics/,/^\$\$;/' extension/sql/metrics.sql | sed -n '/AS \$\$/,/^\$\$;/p' | sed '1d;$d')
+metrics_body=$(awk '/^CREATE (OR REPLACE )?FUNCTION payflow.metrics\(/,/^\$\$;/' extension/sql/metrics.sql | sed -n '/AS \$\$/,/^\$\$;/p' | sed '1d;$d')
 pages_of() {
 	q -c "SET search_path = pg_catalog, payflow" -c "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) $1" |
 		awk '/Buffers:/ && !seen { seen = 1; for (i = 1; i <= NF; i++) if ($i ~ /^(hit|read)=/) { split($i, kv, "="); s += kv[2] } }

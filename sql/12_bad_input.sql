@@ -193,7 +193,7 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'checksum md5',             $$SELECT payflow.submit_ref('p', 's3', 'k', 'md5:' || repeat('0', 32), 1)$$,
 	'checksum upper hex',       $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('A', 64), 1)$$,
 	'checksum 63 digits',       $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('0', 63), 1)$$,
-	'checksum 72 chars',        $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('0', 65), 1)$$,
+	'checksum 77 chars',        $$SELECT payflow.submit_ref('p', 's3', 'k', 'hmac-sha256:' || repeat('0', 65), 1)$$,
 	'checksum injection',       format($$SELECT payflow.submit_ref('p', 's3', 'k', %L, 1)$$, :'inj'),
 	'size NULL',                $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('0', 64), NULL)$$,
 	'size negative',            $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('0', 64), -1)$$,

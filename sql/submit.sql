@@ -11,9 +11,9 @@ SELECT status = 'PENDING' AS pending, current_step = 'PROCESS_PAYMENT' AS first_
        correlation_id = 'req-1' AS correlation_kept
   FROM payflow.operations WHERE id = :'op1';
 
--- the payload is stored with its sha256 and referenced, never inlined
+-- the payload is stored with its keyed checksum and referenced, never inlined
 SELECT p.key = 'payments/' || :'op1' || '/request.json' AS key_ok,
-       p.checksum = 'sha256:' || encode(sha256(p.content), 'hex') AS checksum_ok,
+       p.checksum = payflow._checksum(p.content) AND p.checksum LIKE 'hmac-sha256:%' AS checksum_ok,
        convert_from(p.content, 'UTF8')::jsonb = '{"amount": 1250, "currency": "EUR"}' AS content_ok,
        p.size = octet_length(p.content) AS size_ok
   FROM payflow.payloads p WHERE p.operation_id = :'op1';

@@ -25,7 +25,7 @@ SELECT m.item, o.status, o.current_step, o.idempotency_key, o.correlation_id,
 -- the rows hold what submit() writes: the payload with its checksum, the
 -- step's input and the event's payload are the request reference
 SELECT m.item,
-       p.checksum = 'sha256:' || encode(sha256(p.content), 'hex') AS checksum_ok,
+       p.checksum = payflow._checksum(p.content) AND p.checksum LIKE 'hmac-sha256:%' AS checksum_ok,
        convert_from(p.content, 'UTF8')::jsonb ->> 'amount' AS amount,
        o.request_ref ->> 'key' = p.key AND (o.request_ref ->> 'size')::int = p.size AS ref_ok,
        s.input_ref = o.request_ref AS step_input_ok,

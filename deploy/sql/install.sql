@@ -50,7 +50,8 @@ $$;
 --
 --   payflow_api                payflow-api (payflow_app: submit, status, the change feed;
 --                              payflow_console: the admin API's functions, each of which
---                              does nothing without a valid admin key)
+--                              does nothing without a valid admin key; payflow_payload_mac:
+--                              the key of the checksums of the requests it puts to S3)
 --   payflow_edge_relay         payflow-relay (payflow_relay: the outbox functions only)
 --   payflow_edge_payment       payflow-worker --role payment  } payflow_step_worker: the
 --   payflow_edge_invoice       payflow-worker --role invoice  } step and payload functions
@@ -74,6 +75,9 @@ BEGIN
 	END IF;
 	-- also for logins made before the console (a second GRANT is a no-op)
 	GRANT payflow_console TO payflow_api;
+	-- the payload checksum key: large requests go to S3 under their keyed
+	-- checksum (issue 26, M4); payflow 0.5.0 on
+	GRANT payflow_payload_mac TO payflow_api;
 	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'payflow_edge') THEN
 		CREATE ROLE payflow_edge LOGIN IN ROLE payflow_worker;
 	END IF;

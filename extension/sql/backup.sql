@@ -19,6 +19,9 @@
 -- payflow.settings are seeded rows), nor that flavour's _tenant_key (a new
 -- key signs new tenant bindings) and _wakeup_marks (unlogged already).
 --
+-- payflow._content_key, the checksum key, is marked where it is made
+-- (content_mac.sql: a restore's row replaces the one CREATE EXTENSION made).
+--
 -- The marks are made only inside CREATE EXTENSION (the C extension and
 -- pg_tle): the plain SQL install's tables are not an extension's, and
 -- pg_dump dumps them like any other.

@@ -245,8 +245,3 @@ BEGIN
 	END IF;
 END
 $$;
-
--- "sha256:<hex>" of some bytes.
-CREATE FUNCTION payflow._checksum(content bytea) RETURNS text
-	LANGUAGE sql IMMUTABLE STRICT
-	AS $$ SELECT 'sha256:' || encode(sha256(content), 'hex') $$;

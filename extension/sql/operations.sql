@@ -185,7 +185,7 @@ BEGIN
 	END IF;
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
-		sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content),
+		payflow._request_hash(sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content)),
 		NULL, v_content);
 END
 $$;
@@ -206,15 +206,16 @@ BEGIN
 	PERFORM payflow._require_text('store', store, 16);
 	PERFORM payflow._require_text('key', key, 1024);
 	PERFORM payflow._require_printable('key', key);
-	PERFORM payflow._require_text('checksum', checksum, 71);
+	PERFORM payflow._require_text('checksum', checksum, 76);
 	IF store NOT IN ('pg', 's3') THEN
 		RAISE EXCEPTION 'unknown payload store "%"', store
 			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
 	END IF;
-	IF checksum !~ '^sha256:[0-9a-f]{64}$' THEN
+	-- keyed (content_mac.sql), or the caller's own plain digest
+	IF checksum !~ '^(hmac-sha256|sha256):[0-9a-f]{64}$' THEN
 		RAISE EXCEPTION 'invalid checksum "%"', checksum
 			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = 'A checksum is "sha256:" followed by 64 lower-case hex digits.';
+				  DETAIL = 'A checksum is "hmac-sha256:" (or "sha256:") followed by 64 lower-case hex digits.';
 	END IF;
 	IF size IS NULL OR size < 0 THEN
 		RAISE EXCEPTION 'size must be a non-negative number of bytes'
@@ -237,7 +238,7 @@ BEGIN
 	END IF;
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
-		sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8')),
+		payflow._request_hash(sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8'))),
 		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
 		NULL);
 END

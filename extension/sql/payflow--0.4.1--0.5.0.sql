@@ -251,3 +251,12 @@ REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() F
 --@@ include comments.sql @@
 --@@ include backup.sql @@
 --@@ include s3_purge.sql @@
+
+-- ---------------------------------------------------------------------------
+-- Keyed checksums (issue 26, M4; content_mac.sql): the installation's key,
+-- "hmac-sha256:" checksums for payloads written from now on, and the
+-- idempotency hashes already stored keyed where they are (the same key of
+-- the same plain digest as a new submit makes).  References made before
+-- keep their "sha256:" checksums, which stay readable.
+--@@ include content_mac.sql @@
+UPDATE payflow.operations SET request_hash = payflow._request_hash(request_hash);

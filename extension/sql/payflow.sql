@@ -12,7 +12,8 @@
 --
 -- This file holds the guards, the roles and the privileges; each concern
 -- is a file of its own, put in place of its "--@@ include FILE @@" line:
--- tables.sql, common.sql (internal helpers), payloads.sql, outbox.sql,
+-- tables.sql, common.sql (internal helpers), content_mac.sql (keyed
+-- checksums of payload content), payloads.sql, outbox.sql,
 -- operations.sql (the application's API), tenants.sql, steps.sql (what
 -- workers call), hooks.sql, consumers.sql, webhooks.sql, scheduler.sql
 -- (replay, run_scheduler), purge.sql, s3_purge.sql (what the S3 sweeper
@@ -93,6 +94,7 @@ $roles$;
 --@@ flavour include transitions.sql @@
 
 --@@ include common.sql @@
+--@@ include content_mac.sql @@
 
 --@@ include history.sql @@
 
@@ -219,6 +221,7 @@ GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO p
 REVOKE SELECT ON payflow.webhooks FROM payflow_admin;
 GRANT SELECT (tenant, url, created_at, updated_at, previous_until) ON payflow.webhooks TO payflow_admin;
 REVOKE SELECT ON payflow._webhook_key FROM payflow_admin;
+REVOKE SELECT ON payflow._content_key FROM payflow_admin;
 GRANT UPDATE (max_attempts, retry_base_delay, retry_max_delay) ON payflow.step_definitions TO payflow_admin;
 
 -- Tenant isolation in the database, not only in the HTTP edge: payflow_app

@@ -2,7 +2,7 @@
 --
 -- The key rule (payments/<operation id>/<name>), the write-once "pg" store,
 -- and payload_get/payload_put for workers.  Messages carry a reference and
--- a sha256 checksum, never the payload itself.
+-- a keyed checksum (content_mac.sql), never the payload itself.
 
 -- The one rule for a payload's key, in the "pg" store and in S3 alike (the
 -- workers' payload_key.c writes the same): payments/<operation id>/<name>.
@@ -31,15 +31,18 @@ CREATE OR REPLACE FUNCTION payflow._payload_write(p_operation_id text, p_name te
 DECLARE
 	v_key text := payflow._payload_key(p_operation_id, p_name);
 	v_checksum text := payflow._checksum(p_content);
-	v_existing text;
+	v_existing payflow.payloads;
 BEGIN
 	PERFORM payflow._require_size('payload', octet_length(p_content));
 	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
 	ON CONFLICT (key) DO NOTHING;
 	IF NOT FOUND THEN
-		SELECT checksum INTO v_existing FROM payflow.payloads WHERE key = v_key;
-		IF v_existing <> v_checksum THEN
+		-- the bytes compared, and the stored reference kept: one written
+		-- before 0.5.0 has a plain checksum
+		SELECT * INTO v_existing FROM payflow.payloads WHERE key = v_key;
+		v_checksum := v_existing.checksum;
+		IF v_existing.content <> p_content THEN
 			RAISE EXCEPTION 'payload "%" already exists with other content', v_key
 				USING ERRCODE = 'unique_violation',
 					  DETAIL = 'Payload keys are written once; a reference may already be in flight.';
@@ -65,14 +68,14 @@ BEGIN
 				  DETAIL = format('Its store is %s.', coalesce(ref ->> 'store', 'missing'));
 	END IF;
 	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
-	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 71);
+	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 76);
 	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
 			USING ERRCODE = 'no_data_found',
 				  DETAIL = 'It may have been purged after its operation ended.';
 	END IF;
-	IF payflow._checksum(p.content) <> ref ->> 'checksum' THEN
+	IF NOT payflow._checksum_matches(p.content, ref ->> 'checksum') THEN
 		RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
 	END IF;
 	RETURN p.content;

@@ -231,7 +231,7 @@ DECLARE
 	p payflow.payloads;
 BEGIN
 	PERFORM payflow._require_text('result_ref.key', p_ref ->> 'key', 1024);
-	PERFORM payflow._require_text('result_ref.checksum', p_ref ->> 'checksum', 71);
+	PERFORM payflow._require_text('result_ref.checksum', p_ref ->> 'checksum', 76);
 	IF p_ref ->> 'store' IS DISTINCT FROM 'pg' AND p_ref ->> 'store' IS DISTINCT FROM 's3' THEN
 		RAISE EXCEPTION 'unknown payload store "%"', coalesce(p_ref ->> 'store', 'missing')
 			USING ERRCODE = 'invalid_parameter_value', HINT = 'Use "pg" or "s3".';
@@ -535,10 +535,11 @@ $$;
 -- index probes and nested loops, whatever the statistics say of tables that
 -- were empty when the plan was made (see outbox_claim).
 
--- A payload's content if it matches the reference's checksum, else NULL.
--- No table read, so it is inlined wherever it is called.
+-- A payload's content if it matches the reference's keyed checksum, else
+-- NULL (then the worker reads it through payload_get).  STABLE: the key
+-- is read from its table (content_mac.sql).
 CREATE OR REPLACE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
-	LANGUAGE sql IMMUTABLE
+	LANGUAGE sql STABLE
 	AS $$ SELECT CASE WHEN payflow._checksum(p_content) = p_ref ->> 'checksum' THEN p_content END $$;
 
 -- The verified content of a "pg" input reference, else NULL.

@@ -195,7 +195,7 @@ BEGIN
 											correlation_id, request_ref, status, current_step, pipeline_version,
 											submitted_by)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
-				   sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content),
+				   payflow._request_hash(sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content)),
 				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user
 			  FROM it, f
 			 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
@@ -225,7 +225,7 @@ BEGIN
 		-- item in key order whose key names other details: PF002
 		SELECT array_agg(o.id ORDER BY r.i),
 			   (array_agg(r.i ORDER BY r.key COLLATE "C", r.i)
-				  FILTER (WHERE o.request_hash <> sha256(convert_to(r.payment_id, 'UTF8') || '\x00'::bytea || r.content)))[1]
+				  FILTER (WHERE o.request_hash <> payflow._request_hash(sha256(convert_to(r.payment_id, 'UTF8') || '\x00'::bytea || r.content))))[1]
 		  INTO v_ids, v_i
 		  FROM unnest(v_payments, v_keys, v_contents) WITH ORDINALITY AS r(payment_id, key, content, i)
 		  CROSS JOIN LATERAL (SELECT o.id, o.request_hash FROM payflow.operations o

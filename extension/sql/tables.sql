@@ -117,7 +117,7 @@ CREATE TABLE payflow.operations (
 	tenant text COLLATE "C" NOT NULL DEFAULT '',
 	payment_id text COLLATE "C" NOT NULL,
 	idempotency_key text COLLATE "C" NOT NULL,
-	request_hash bytea NOT NULL,	-- sha256 of payment id + details (PF002)
+	request_hash bytea NOT NULL,	-- keyed hash of payment id + details (PF002; content_mac.sql)
 	correlation_id text,
 	request_ref jsonb NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now(),
@@ -322,7 +322,7 @@ INSERT INTO payflow._outbox_cursor DEFAULT VALUES;
 CREATE TABLE payflow.payloads (
 	key text COLLATE "C" PRIMARY KEY,
 	operation_id text COLLATE "C" NOT NULL,
-	checksum text NOT NULL,			-- "sha256:<hex>"
+	checksum text NOT NULL,			-- "hmac-sha256:<hex>" (content_mac.sql)
 	size bigint NOT NULL,
 	content bytea NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now()

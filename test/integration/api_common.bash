@@ -32,6 +32,8 @@ cd "$API_REPO" || exit 1
 source test/lib/cluster.sh
 # shellcheck source=../lib/assert.sh
 source test/lib/assert.sh
+# shellcheck source=../lib/payload_checksum.sh
+source test/lib/payload_checksum.sh
 
 # another build (e.g. with sanitizers) can be tested in its place
 API_BIN=${PAYFLOW_API_BIN:-workers/bin/payflow-api}
@@ -55,6 +57,8 @@ api_init() {
 		  END \$\$" >/dev/null
 	# /metrics shows payflow.metrics(), an admin function: granted explicitly
 	q -c "GRANT EXECUTE ON FUNCTION payflow.metrics() TO pf_api" >/dev/null
+	# the payload checksum key, for requests put to S3 (as deploy/sql/install.sql grants it)
+	q -c "GRANT payflow_payload_mac TO pf_api" >/dev/null
 	export PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=pf_api dbname=$PF_DB"
 	export PAYFLOW_LOG_LEVEL=info
 }

@@ -111,12 +111,17 @@ printf '%s' "$details" >"$API_DIR/details.json"
 printf '{"paymentId": "%s-s3", "details": %s}' "$P" "$details" >"$API_DIR/s3.json"
 pf_eq "a body above the threshold: 202" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/s3.json")"
 op_s3=$(json_field operationId)
-expected_sum="sha256:$(sha256sum "$API_DIR/details.json" | cut -d' ' -f1)"
-pf_eq "its reference names S3, the details' sha256 and size" \
+expected_sum=$(pf_payload_checksum "$API_DIR/details.json")
+pf_eq "its reference names S3, the details' keyed checksum and size" \
 	"s3|$expected_sum|$(wc -c <"$API_DIR/details.json" | tr -d ' ')" \
 	"$(q -c "SELECT request_ref->>'store', request_ref->>'checksum', request_ref->>'size' FROM payflow.operations WHERE id = '$op_s3'")"
 pf_eq "nothing of it in PostgreSQL" 0 "$(q -c "SELECT count(*) FROM payflow.payloads WHERE operation_id = '$op_s3'")"
 s3_key=$(q -c "SELECT request_ref->>'key' FROM payflow.operations WHERE id = '$op_s3'")
+# issue 26, M4: the object is named by the keyed checksum, never by a
+# plain SHA-256 of the request, which would name its card number
+pf_eq "its S3 key is its keyed checksum" "$(pf_request_key "$API_DIR/details.json")" "$s3_key"
+pf_ok "... in which no plain sha256 of the details appears" \
+	bash -c '! grep -qF "$(sha256sum "$1" | cut -d" " -f1)" <<<"$2"' _ "$API_DIR/details.json" "$s3_key"
 node --input-type=module -e '
 	import { writeFileSync } from "node:fs";
 	import { clientCredentials, clientRegion, requireFromCache } from "./test/emulator/emulator-config.mjs";
@@ -127,7 +132,7 @@ node --input-type=module -e '
 	const out = await s3.send(new GetObjectCommand({ Bucket: process.env.PAYFLOW_S3_BUCKET, Key: key }));
 	writeFileSync(file, await out.Body.transformToByteArray());
 ' "$s3_key" "$API_DIR/readback.json"
-pf_eq "read back through S3: its sha256 is the reference's" "$expected_sum" "sha256:$(sha256sum "$API_DIR/readback.json" | cut -d' ' -f1)"
+pf_eq "read back through S3: its keyed checksum is the reference's" "$expected_sum" "$(pf_payload_checksum "$API_DIR/readback.json")"
 pf_ok "read back through S3: the details byte for byte" cmp -s "$API_DIR/details.json" "$API_DIR/readback.json"
 pf_eq "the same big request again: the same operation" "202 $op_s3" \
 	"$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/s3.json") $(json_field operationId)"
@@ -138,11 +143,11 @@ printf '%s' "$tricky_details" >"$API_DIR/tricky.details"
 printf '{"paymentId": "%s", "details": %s}' "$P-\\\"details\\\":{tricky" "$tricky_details" >"$API_DIR/tricky.json"
 pf_eq "tricky body, sent chunked: 202" 202 \
 	"$(http POST "$S3_URL/payments" "$KEY" -H 'Transfer-Encoding: chunked' --data-binary @"$API_DIR/tricky.json")"
-pf_eq "... the checksum is that of the details exactly" "sha256:$(sha256sum "$API_DIR/tricky.details" | cut -d' ' -f1)" \
+pf_eq "... the checksum is that of the details exactly" "$(pf_payload_checksum "$API_DIR/tricky.details")" \
 	"$(q -c "SELECT request_ref->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 printf '{"paymentId": "%s-escaped", "d\\u0065tails": %s}' "$P" "$tricky_details" >"$API_DIR/escaped.json"
 pf_eq "a member name written with escapes: 202" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/escaped.json")"
-pf_eq "... the same checksum" "sha256:$(sha256sum "$API_DIR/tricky.details" | cut -d' ' -f1)" \
+pf_eq "... the same checksum" "$(pf_payload_checksum "$API_DIR/tricky.details")" \
 	"$(q -c "SELECT request_ref->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 pf_eq "a small body on the S3 instance stays in PostgreSQL" 202 "$(API_URL=$S3_URL post_payment "$KEY" "$P-small" '{"amount": 1}')"
 pf_eq "... (pg reference)" pg "$(q -c "SELECT request_ref->>'store' FROM payflow.operations WHERE id = '$(json_field operationId)'")"

@@ -54,10 +54,10 @@ s3() {
 		}
 	' "$@"
 }
-sum_of() { echo "sha256:$(sha256sum "$1" | cut -d' ' -f1)"; }
+sum_of() { pf_payload_checksum "$1"; }
 size_of() { wc -c <"$1" | tr -d ' '; }
 # request_key FILE: where the HTTP edge puts a request body (content-addressed)
-request_key() { echo "requests/sha256-$(sha256sum "$1" | cut -d' ' -f1).json"; }
+request_key() { pf_request_key "$1"; }
 
 # put_request NAME JSON: a request body in S3, and the operation naming it
 put_request() {

@@ -22,6 +22,13 @@
 #   operations, steps, history, the webhooks with their sealed secrets,
 #   ...), and the lines the PostgreSQL server logged during the run.
 #
+# and, for each request (card number included), its plain SHA-256 and the
+# plain hash of its payment id and details (what the idempotency check
+# used to keep): those name the card number to anyone who can guess the
+# other fields (issue 26, M4).  The API puts the tenant's requests to S3
+# (PAYFLOW_STORE=s3, a low threshold), so the bucket's keys and each
+# object's metadata are searched too.
+#
 # It must find none.  Positive controls prove the search works and the
 # values were in play: the card number is found in payflow.payloads (where
 # the request legitimately lives) by the same search; the AWS secret and
@@ -35,6 +42,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
 source test/lib/assert.sh
+source test/lib/payload_checksum.sh
 
 BASE=${PAYFLOW_TEST_LEAKS_PORT_BASE:-4963}
 EMU_PORT=$BASE INV_PORT=$((BASE + 2)) RECV_PORT=$((BASE + 3)) API_PORT=$((BASE + 4))
@@ -147,7 +155,8 @@ details() {
 HAVE_API=0
 if [ -x workers/bin/payflow-api ]; then
 	HAVE_API=1
-	PAYFLOW_LISTEN=127.0.0.1:$API_PORT start api workers/bin/payflow-api
+	# the tenant's requests go to S3: their keys and metadata are searched
+	PAYFLOW_LISTEN=127.0.0.1:$API_PORT PAYFLOW_STORE=s3 PAYFLOW_API_S3_THRESHOLD=64 start api workers/bin/payflow-api
 	pf_wait_for 15 curl -fsS "http://127.0.0.1:$API_PORT/healthz" -o /dev/null || say "payflow-api did not answer /healthz"
 fi
 # tenant_submit PAYMENT_ID AMOUNT: an operation of the tenant, with its API key
@@ -233,6 +242,23 @@ cp "$DIR/invoice-api/server.log" "$CAP/process-invoice-api.log" 2>/dev/null || t
 cp "$DIR/receiver/server.log" "$CAP/process-webhook-receiver.log" 2>/dev/null || true
 cp "/tmp/psqlodbc_payflow-worker_$(id -un)$PID_payment.log" "$CAP/process-payment-odbc-commlog.log" 2>/dev/null || true
 # a line the server must log (an error and its statement), to prove the excerpt is the right one
+# the bucket: every key, and each object's metadata (HeadObject)
+node --input-type=module -e '
+	import { clientCredentials, clientRegion, requireFromCache } from "./test/emulator/emulator-config.mjs";
+	const { S3Client, ListObjectsV2Command, HeadObjectCommand } = requireFromCache("@aws-sdk/client-s3");
+	const s3 = new S3Client({ endpoint: process.env.AWS_ENDPOINT_URL, region: clientRegion(),
+							  credentials: clientCredentials(), forcePathStyle: true });
+	const Bucket = process.env.PAYFLOW_S3_BUCKET;
+	let ContinuationToken;
+	do {
+		const page = await s3.send(new ListObjectsV2Command({ Bucket, ContinuationToken }));
+		for (const o of page.Contents ?? []) {
+			const head = await s3.send(new HeadObjectCommand({ Bucket, Key: o.Key }));
+			console.log(JSON.stringify({ key: o.Key, metadata: head.Metadata ?? {} }));
+		}
+		ContinuationToken = page.NextContinuationToken;
+	} while (ContinuationToken);
+' >"$CAP/s3-objects.jsonl"
 q -c "SELECT 1 / 0 AS leakcheck_marker_$RUN" >/dev/null 2>&1 || true
 marker_logged() { tail -c +"$PG_LOG_START" "$PG_LOG" | grep -qs "leakcheck_marker_$RUN"; }
 pf_wait_for 10 marker_logged || true
@@ -276,6 +302,39 @@ for pair in "AWS_SECRET_ACCESS_KEY=$AWS_SECRET" "AWS_SESSION_TOKEN=$SESSION_TOKE
 	value=${pair#*=}
 	pf_eq "no $what in any log, message, request sent, table or server log line" "" "$(found "$value" "$CAP"/*)"
 done
+
+# the unkeyed hashes of each request: its details' SHA-256 (as they were
+# stored: in PostgreSQL, or the bytes the API put to S3) and the plain
+# hash of payment id and details
+for n in 1 2 3; do
+	printf '%s' "$(details "$n.50" "$P-t$n")" >"$DIR/details-t$n.json"
+done
+printf '%s' "$(details 9.99 "$P-declined")" >"$DIR/details-declined.json"
+mapfile -t PLAIN_HASHES < <(
+	for f in "$DIR"/details-*.json; do
+		sha256sum "$f" | cut -d' ' -f1
+		id=$(basename "$f" .json)
+		id=$P-${id#details-}
+		{ printf '%s\0' "$id"; cat "$f"; } | sha256sum | cut -d' ' -f1
+	done
+	q -c "SELECT encode(sha256(p.content), 'hex'), encode(sha256(convert_to(o.payment_id, 'UTF8') || '\x00'::bytea || p.content), 'hex')
+			FROM payflow.operations o JOIN payflow.payloads p ON p.key = o.request_ref ->> 'key' WHERE o.id IN ($IDS)" | tr '|' '\n')
+pf_eq "control: the plain hashes of all 6 requests are known (2 each)" 12 "${#PLAIN_HASHES[@]}"
+leaked=""
+for h in "${PLAIN_HASHES[@]}"; do
+	leaked="$leaked$(found "$h" "$CAP"/* || true)"
+done
+pf_eq "no plain SHA-256 of a request (or of its payment id and details) in any log, message, S3 key or metadata, table or server log line" \
+	"" "$leaked"
+if [ $HAVE_API = 1 ]; then
+	in_s3=0
+	for f in "$DIR"/details-t1.json "$DIR"/details-t2.json "$DIR"/details-t3.json "$DIR"/details-declined.json; do
+		grep -qF "\"key\":\"$(pf_request_key "$f")\"" "$CAP/s3-objects.jsonl" && in_s3=$((in_s3 + 1))
+	done
+	pf_eq "control: the tenant's 4 requests are in S3, named by their keyed checksums" 4 "$in_s3"
+fi
+pf_ok "control: the messages carry the keyed checksums of the requests" \
+	grep -qF "$(q -c "SELECT request_ref ->> 'checksum' FROM payflow.operations WHERE payment_id = '$P-s1'")" "$CAP/queue-payment-requests.jsonl"
 
 # ---- positive controls ----
 q -c "COPY (SELECT convert_from(content, 'UTF8') FROM payflow.payloads

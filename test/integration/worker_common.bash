@@ -23,6 +23,8 @@ source test/lib/cluster.sh
 source test/lib/proc.sh
 # shellcheck source=../lib/assert.sh
 source test/lib/assert.sh
+# shellcheck source=../lib/payload_checksum.sh
+source test/lib/payload_checksum.sh
 
 WK_PIDS=()
 

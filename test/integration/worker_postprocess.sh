@@ -321,7 +321,7 @@ pf_eq "s3 store, HTTP hook: the object is the hook's answer byte for byte" \
 	"{\"operationId\": \"$hs3\", \"amount\": 12.50, \"currency\": \"EUR\", \"source\": \"http-hook\", \"paymentReference\": \"ch_http_s3\"}" \
 	"$(cat "$WK_DIR/invoice-input.json" 2>/dev/null)"
 pf_eq "s3 store, HTTP hook: its checksum and size match the reference" \
-	"sha256:$(sha256sum "$WK_DIR/invoice-input.json" | cut -d' ' -f1)|$(wc -c <"$WK_DIR/invoice-input.json" | tr -d ' ')" \
+	"$(pf_payload_checksum "$WK_DIR/invoice-input.json")|$(wc -c <"$WK_DIR/invoice-input.json" | tr -d ' ')" \
 	"$(step_of "$hs3" CREATE_INVOICE "(input_ref->>'checksum') || '|' || (input_ref->>'size')")"
 pp_stop https3
 pp_start sqls3 PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)' PAYFLOW_STORE=s3

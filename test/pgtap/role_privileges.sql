@@ -107,6 +107,7 @@ BEGIN
 								'SELECT secret_sealed FROM payflow.webhooks',
 								'SELECT previous_secret_sealed FROM payflow.webhooks',
 								'SELECT key FROM payflow._webhook_key',
+								'SELECT key FROM payflow._content_key',
 								'SELECT request_hash FROM payflow.operations',
 								'SELECT content FROM payflow.payloads']
 	LOOP
@@ -147,6 +148,7 @@ SELECT 'worker', unnest(ARRAY[
 	'payflow.fail_steps(text,text,jsonb)',
 	'payflow.payload_get(jsonb)',
 	'payflow.payload_put(text,text,bytea,text,text,text)',
+	'payflow.payload_mac_key()',
 	'payflow.mark_consumed(text,uuid)',
 	'payflow.record_dead_letter(text,text,jsonb,text)',
 	'payflow.default_postprocess(text,jsonb)',
@@ -274,7 +276,8 @@ SELECT is(
 SELECT is(
 	(SELECT array_agg(rolname::text ORDER BY rolname) FROM pg_roles
 	  WHERE rolname IN ('payflow_app', 'payflow_worker', 'payflow_admin', 'payflow_relay', 'payflow_step_worker',
-						'payflow_postprocess_worker', 'payflow_webhook_worker', 'payflow_s3_sweeper')
+						'payflow_postprocess_worker', 'payflow_webhook_worker', 'payflow_s3_sweeper',
+						'payflow_payload_mac')
 		AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls OR rolreplication)),
 	NULL, 'the payflow roles cannot log in and hold no special attribute (no BYPASSRLS)');
 SELECT ok(NOT pg_has_role('payflow_app', 'payflow_worker', 'MEMBER')
@@ -286,10 +289,11 @@ SELECT is(
 	(SELECT array_agg(format('%s.%s', c.relname, a.attname) ORDER BY 1)
 	   FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
 	   CROSS JOIN unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin', 'public']) r
-	  WHERE c.oid IN ('payflow.api_keys'::regclass, 'payflow.webhooks'::regclass, 'payflow._webhook_key'::regclass)
-		AND a.attname IN ('key_hash', 'secret_sealed', 'previous_secret_sealed', 'key')
+	  WHERE c.oid IN ('payflow.api_keys'::regclass, 'payflow.webhooks'::regclass, 'payflow._webhook_key'::regclass,
+					  'payflow._content_key'::regclass)
+		AND a.attname IN ('key_hash', 'secret_sealed', 'previous_secret_sealed', 'key', 'inner_pad', 'outer_pad')
 		AND has_column_privilege(r, c.oid, a.attnum, 'SELECT')),
-	NULL, 'no role may read api_keys.key_hash, the sealed webhook secrets or their key');
+	NULL, 'no role may read api_keys.key_hash, the sealed webhook secrets, their key or the checksum key');
 SELECT is(
 	(SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text) FROM pg_class c
 	  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind = 'r'

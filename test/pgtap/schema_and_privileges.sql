@@ -12,7 +12,7 @@ SELECT has_schema('payflow');
 SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'step_results', 'step_definitions',
 	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events', 'tenant_quotas',
-	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key']
+	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key', '_content_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
 SELECT col_is_pk('payflow', 'step_results', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
@@ -195,7 +195,8 @@ SELECT throws_ok($$SELECT payflow.submit('tap-arr', '[1]')$$, '22023', NULL, 'ty
 RESET search_path;
 RESET ROLE;
 SELECT is((SELECT checksum FROM payflow.payloads WHERE operation_id = :'hijack_op'),
-		  'sha256:' || encode(pg_catalog.sha256(convert_to('{"amount": 3}', 'UTF8')), 'hex'),
+		  (SELECT 'hmac-sha256:' || encode(pg_catalog.sha256(k.outer_pad || pg_catalog.sha256(k.inner_pad
+				  || convert_to('{"amount": 3}', 'UTF8'))), 'hex') FROM payflow._content_key k),
 		  'checksums use pg_catalog.sha256 whatever the caller''s search_path');
 SELECT is((SELECT count(*)::int FROM tap_evil.operations), 0, 'the planted table was never written');
 

@@ -354,24 +354,26 @@ test_s3(stack *st)
 	pf_error	err;
 	const char *keys[] = {key, "payments/pay_01JABCDEFGHJKMNPQRSTVWXYZ0/other.json"};
 	int			n_failed = -1;
+	pf_checksum_key mac = {0};
 
 	if (!CHECK(bucket != NULL))
 		return;
-	pf_checksum_of(payload, strlen(payload), checksum);
+	CHECK(pf_checksum_key_from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &mac));
+	CHECK(pf_checksum_of(&mac, payload, strlen(payload), checksum));
 	if (!CHECK(pf_s3_put_object(st->s3, bucket, key, payload, strlen(payload), "application/json", &err) == PF_OK))
 		show("PutObject", &err);
-	if (CHECK(pf_s3_get_object(st->s3, bucket, key, checksum, &out, &err) == PF_OK))
+	if (CHECK(pf_s3_get_object(st->s3, bucket, key, checksum, &mac, &out, &err) == PF_OK))
 		CHECK(out.len == strlen(payload) && memcmp(out.data, payload, out.len) == 0);
 	else
 		show("GetObject", &err);
 
 	/* the object no longer matches its reference: rejected, no bytes handed out */
 	CHECK(pf_s3_put_object(st->s3, bucket, key, other, strlen(other), "application/json", &err) == PF_OK);
-	CHECK(pf_s3_get_object(st->s3, bucket, key, checksum, &out, &err) == PF_ERR_CHECKSUM);
+	CHECK(pf_s3_get_object(st->s3, bucket, key, checksum, &mac, &out, &err) == PF_ERR_CHECKSUM);
 	CHECK(strcmp(err.code, "PF005") == 0 && strstr(err.message, "checksum mismatch") != NULL);
 	CHECK(out.len == 0);
 
-	CHECK(pf_s3_get_object(st->s3, bucket, "payments/none/x.json", NULL, &out, &err) == PF_ERR_NOT_FOUND);
+	CHECK(pf_s3_get_object(st->s3, bucket, "payments/none/x.json", NULL, &mac, &out, &err) == PF_ERR_NOT_FOUND);
 
 	/* ListObjectsV2: pages of one, keys unescaped, LastModified of now */
 	{
@@ -416,7 +418,7 @@ test_s3(stack *st)
 	if (!CHECK(pf_s3_delete_objects(st->s3, bucket, keys, 2, &n_failed, &err) == PF_OK))
 		show("DeleteObjects", &err);
 	CHECK(n_failed == 0);
-	CHECK(pf_s3_get_object(st->s3, bucket, key, NULL, &out, &err) == PF_ERR_NOT_FOUND);
+	CHECK(pf_s3_get_object(st->s3, bucket, key, NULL, &mac, &out, &err) == PF_ERR_NOT_FOUND);
 	pf_buf_free(&out);
 }
 
@@ -431,16 +433,32 @@ test_s3_store(stack *st)
 	pf_error	err;
 	const char *op = "pay_01JABCDEFGHJKMNPQRSTVWXYZ1";
 	const char *payload = "{\"paymentId\":\"payment-12345\",\"amount\":1234}";
+	pf_checksum_key mac = {0};
 
 	cfg.store = PF_STORE_S3;
 	store = pf_store_create(NULL, st->s3, &cfg);
+	/* without the checksum key nothing is written */
+	CHECK(pf_store_write(store, op, "request.json", payload, strlen(payload), &ref, &err) == PF_ERR_INVALID);
+	CHECK(pf_checksum_key_from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &mac));
+	pf_store_set_checksum_key(store, &mac);
 	if (CHECK(pf_store_write(store, op, "request.json", payload, strlen(payload), &ref, &err) == PF_OK))
 	{
 		char	   *json = pf_payload_ref_dumps(&ref);
 
 		CHECK(strncmp(json, "{\"store\":\"s3\",\"key\":\"payments/pay_01JABCDEFGHJKMNPQRSTVWXYZ1/request.json\","
-					  "\"checksum\":\"sha256:", 92) == 0);
+					  "\"checksum\":\"hmac-sha256:", 97) == 0);
 		free(json);
+		CHECK(pf_store_read(store, &ref, &out, &err) == PF_OK);
+		/* another installation's key: the same bytes do not verify */
+		{
+			pf_store   *foreign = pf_store_create(NULL, st->s3, &cfg);
+			pf_checksum_key other = {0};
+
+			CHECK(pf_checksum_key_from_hex("1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100", &other));
+			pf_store_set_checksum_key(foreign, &other);
+			CHECK(pf_store_read(foreign, &ref, &out, &err) == PF_ERR_CHECKSUM);
+			pf_store_destroy(foreign);
+		}
 		CHECK(pf_store_read(store, &ref, &out, &err) == PF_OK);
 		CHECK(out.len == strlen(payload) && memcmp(out.data, payload, out.len) == 0);
 		CHECK(pf_s3_put_object(st->s3, cfg.s3_bucket, ref.key, "tampered", 8, NULL, &err) == PF_OK);

@@ -84,6 +84,7 @@ main(void)
 	pf_config	cfg;
 	pf_store   *store;
 	pf_payload_ref ref;
+	pf_checksum_key mac = {0};
 	pf_buf		out = PF_BUF_INIT;
 	char	   *op;
 	char	   *pid;
@@ -115,6 +116,10 @@ main(void)
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.store = PF_STORE_PG;
 	store = pf_store_create(pg, NULL, &cfg);
+	/* the checksum key, through payflow.payload_mac_key() (payflow_payload_mac) */
+	if (!CHECK(pf_checksum_key_load(pg, &mac, &err) == PF_OK && mac.set))
+		fprintf(stderr, "  payload_mac_key: %s %s\n", err.code, err.message);
+	pf_store_set_checksum_key(store, &mac);
 	/* only the lease holder of the running step may write its result */
 	CHECK(pf_store_write(store, op, "payment-result.json", payload, strlen(payload), &ref, &err) == PF_ERR_FINAL &&
 		  strcmp(err.code, "PF004") == 0);
@@ -130,7 +135,7 @@ main(void)
 	{
 		CHECK(ref.store == PF_STORE_PG && ref.size == (long long) strlen(payload));
 		CHECK(strstr(ref.key, op) != NULL);
-		CHECK(pf_checksum_verify(payload, strlen(payload), ref.checksum));
+		CHECK(pf_checksum_keyed(ref.checksum) && pf_checksum_verify(&mac, payload, strlen(payload), ref.checksum));
 		CHECK(pf_store_read(store, &ref, &out, &err) == PF_OK);
 		CHECK(out.len == strlen(payload) && memcmp(out.data, payload, out.len) == 0);
 
@@ -139,7 +144,7 @@ main(void)
 			pf_payload_ref bad;
 
 			pf_payload_ref_copy(&bad, &ref);
-			memcpy(bad.checksum + 7, "00000000", 8);
+			memcpy(bad.checksum + 12, "00000000", 8);
 			CHECK(pf_store_read(store, &bad, &out, &err) == PF_ERR_CHECKSUM);
 			CHECK(strcmp(err.code, "PF005") == 0 && strstr(err.message, "checksum mismatch") != NULL);
 			CHECK(out.len == 0);

@@ -15,6 +15,7 @@
 #define OPID "pay_01JABCDEFGHJKMNPQRSTVWXYZ0"
 #define UUID "0b5c1d6e-8f4a-4c2b-9d3e-1a2b3c4d5e6f"
 #define SUM "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define KEYED_SUM "hmac-sha256:4e7b922ee51f5aa0e65814d8d7477dad4e97dc89b993690fed1a7fcd7a72efd0"
 #define REF "{\"store\":\"pg\",\"key\":\"payments/" OPID "/request.json\",\"checksum\":\"" SUM "\",\"size\":4}"
 
 static char *
@@ -213,11 +214,33 @@ test_checksums(void)
 	unsigned char digest[32];
 	char	   *b64;
 
-	pf_checksum_of("test", 4, sum);
-	CHECK_STR(sum, SUM);
-	CHECK(pf_checksum_verify("test", 4, SUM));
-	CHECK(!pf_checksum_verify("tesT", 4, SUM));
-	CHECK(!pf_checksum_verify("test", 4, "sha256:"));
+	pf_checksum_key key = {0};
+	pf_checksum_key other = {0};
+
+	/* no key, no checksum: nothing is ever named by a plain hash */
+	CHECK(!pf_checksum_of(&key, "test", 4, sum));
+	CHECK(!pf_checksum_of(NULL, "test", 4, sum));
+	CHECK(pf_checksum_key_from_hex("\\x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &key));
+	CHECK(!pf_checksum_key_from_hex("0001", &other));
+	CHECK(!pf_checksum_key_from_hex("zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &other));
+	CHECK(!other.set);
+	/* HMAC-SHA256 as "openssl dgst -sha256 -mac HMAC -macopt hexkey:0001…1f" gives it */
+	CHECK(pf_checksum_of(&key, "test", 4, sum));
+	CHECK_STR(sum, KEYED_SUM);
+	CHECK(pf_checksum_keyed(sum));
+	CHECK(pf_checksum_verify(&key, "test", 4, KEYED_SUM));
+	CHECK(!pf_checksum_verify(&key, "tesT", 4, KEYED_SUM));
+	CHECK(!pf_checksum_verify(NULL, "test", 4, KEYED_SUM)); /* a keyed one needs the key */
+	CHECK(pf_checksum_key_from_hex("1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100", &other));
+	CHECK(!pf_checksum_verify(&other, "test", 4, KEYED_SUM));
+	/* a plain one (references made before 0.5.0) is still read */
+	CHECK(!pf_checksum_keyed(SUM));
+	CHECK(pf_checksum_verify(NULL, "test", 4, SUM));
+	CHECK(pf_checksum_verify(&key, "test", 4, SUM));
+	CHECK(!pf_checksum_verify(&key, "tesT", 4, SUM));
+	CHECK(!pf_checksum_verify(&key, "test", 4, "sha256:"));
+	CHECK(pf_checksum_parse(KEYED_SUM, digest));
+	CHECK(digest[0] == 0x4e && digest[31] == 0xd0);
 	CHECK(pf_checksum_parse(SUM, digest));
 	CHECK(digest[0] == 0x9f && digest[31] == 0x08);
 	snprintf(upper, sizeof(upper), "sha256:%s", "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08");
@@ -301,8 +324,10 @@ test_payload_keys(void)
 
 	CHECK(pf_payload_key(OPID, "request.json", key));
 	CHECK_STR(key, "payments/" OPID "/request.json");
-	CHECK(pf_request_key(SUM, key));
-	CHECK_STR(key, "requests/sha256-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.json");
+	CHECK(pf_request_key(KEYED_SUM, key));
+	CHECK_STR(key, "requests/hmac-4e7b922ee51f5aa0e65814d8d7477dad4e97dc89b993690fed1a7fcd7a72efd0.json");
+	/* never named by a plain hash of its content */
+	CHECK(!pf_request_key(SUM, key));
 	CHECK(!pf_request_key("md5:1234", key));
 	memset(name, 'x', sizeof(name) - 1);
 	name[sizeof(name) - 1] = '\0';

@@ -24,6 +24,7 @@
 #include "payflow/buf.h"
 #include "payflow/config.h"
 #include "payflow/error.h"
+#include "payflow/payload_ref.h"
 
 #define PF_S3_MAX_DELETE 1000
 #define PF_S3_MAX_LIST 1000
@@ -49,10 +50,12 @@ pf_result	pf_s3_put_object(pf_s3 *s3, const char *bucket, const char *key, const
 							 const char *content_type, pf_error *err);
 
 /*
- * Read an object into out (reset first). expected_checksum is
- * "sha256:<hex>" or NULL; a mismatch is PF_ERR_CHECKSUM and out is emptied.
+ * Read an object into out (reset first). expected_checksum is a reference's
+ * checksum (payload_ref.h; a keyed one is checked under mac) or NULL; a
+ * mismatch is PF_ERR_CHECKSUM and out is emptied.
  */
 pf_result	pf_s3_get_object(pf_s3 *s3, const char *bucket, const char *key, const char *expected_checksum,
+							 const pf_checksum_key *mac,
 							 pf_buf *out, pf_error *err);
 
 /*

@@ -5,7 +5,8 @@
  *		PAYFLOW_S3_BUCKET at payments/<operationId>/<name>); messages carry
  *		only a pf_payload_ref.
  *
- * Every read is checked against the reference's size and SHA-256, here in C
+ * Every read is checked against the reference's size and checksum (keyed:
+ * pf_store_set_checksum_key first), here in C
  * even when the database checked already, and every write's reference is
  * checked against the bytes written. A mismatch is PF_ERR_CHECKSUM with code
  * "PF005" ("checksum mismatch"), whatever store it came from.
@@ -33,6 +34,15 @@ void		pf_store_destroy(pf_store *store);
  * takes a payload only from the worker holding that step's lease.
  */
 void		pf_store_set_lease(pf_store *store, const char *step, const char *worker_id);
+
+/*
+ * The installation's checksum key (payflow.payload_mac_key()): without it
+ * nothing is written and only plain "sha256:" references verify.
+ */
+void		pf_store_set_checksum_key(pf_store *store, const pf_checksum_key *key);
+
+/* Read key from the database (payflow.payload_mac_key(): payflow_payload_mac). */
+pf_result	pf_checksum_key_load(pf_pg *pg, pf_checksum_key *key, pf_error *err);
 
 /* Read the payload a reference names into out (reset first). */
 pf_result	pf_store_read(pf_store *store, const pf_payload_ref *ref, pf_buf *out, pf_error *err);

@@ -171,10 +171,13 @@ typedef struct details_scan
 	bool		ambiguous;		/* escaped name or a second "details": not used */
 	size_t		start;			/* details occupy body[start, end) */
 	size_t		end;
+	bool		keyed;			/* digest is an HMAC under the key given to init */
+	unsigned char outer_pad[64];
 	unsigned char digest[32];
 } details_scan;
 
-void		details_scan_init(details_scan *scan);
+/* key: the payload checksum key, or NULL while it is not known (plain SHA-256, unused). */
+void		details_scan_init(details_scan *scan, const pf_checksum_key *key);
 void		details_scan_feed(details_scan *scan, const char *data, size_t len);
 
 /* True when exactly one "details" object was seen; digest, start, end are set. */
@@ -224,6 +227,8 @@ typedef struct api_context
 	api_guard  *guard;
 	struct MHD_Daemon *daemon;
 	bool		s3_enabled;		/* PAYFLOW_STORE=s3: large details go to S3 */
+	pthread_mutex_t mac_lock;
+	pf_checksum_key payload_mac;	/* read with the first S3 request (payments.c) */
 	char	   *console_dir;	/* the console's files, or NULL (console.c) */
 	volatile sig_atomic_t *stop;
 	pthread_mutex_t active_lock;

@@ -7,7 +7,8 @@
  * nesting only far enough to know where "details" starts and ends. The
  * body is still parsed in full (jansson) before anything is stored; the
  * scan only saves a second pass over a large body and makes its SHA-256
- * ready with the last byte. A member name written with escapes
+ * ready with the last byte (an HMAC under the payload checksum key, once
+ * the API has read it: payments.c). A member name written with escapes
  * ("d\u0065tails") or a repeated one makes the scan give up (ambiguous),
  * and the caller hashes the member found by the parser instead.
  */
@@ -15,15 +16,33 @@
 
 #include <string.h>
 
+#include "payflow/digest.h"
+
 #define KEY_MAX 16
 
 void
-details_scan_init(details_scan *scan)
+details_scan_init(details_scan *scan, const pf_checksum_key *key)
 {
 	memset(scan, 0, sizeof(*scan));
 	scan->sha = EVP_MD_CTX_new();
 	if (scan->sha == NULL || !EVP_DigestInit_ex(scan->sha, EVP_sha256(), NULL))
 		abort();
+	if (key != NULL && key->set)
+	{
+		/* HMAC (RFC 2104) as it streams: the inner hash starts with key ^ ipad */
+		unsigned char inner_pad[64];
+
+		memset(inner_pad, 0x36, sizeof(inner_pad));
+		memset(scan->outer_pad, 0x5c, sizeof(scan->outer_pad));
+		for (size_t i = 0; i < sizeof(key->bytes); i++)
+		{
+			inner_pad[i] ^= key->bytes[i];
+			scan->outer_pad[i] ^= key->bytes[i];
+		}
+		if (!EVP_DigestUpdate(scan->sha, inner_pad, sizeof(inner_pad)))
+			abort();
+		scan->keyed = true;
+	}
 }
 
 void
@@ -140,5 +159,13 @@ details_scan_finish(details_scan *scan)
 		return false;
 	if (!EVP_DigestFinal_ex(scan->sha, scan->digest, &n))
 		abort();
+	if (scan->keyed)
+	{
+		unsigned char outer[64 + 32];
+
+		memcpy(outer, scan->outer_pad, 64);
+		memcpy(outer + 64, scan->digest, 32);
+		pf_sha256(outer, sizeof(outer), scan->digest);
+	}
 	return true;
 }

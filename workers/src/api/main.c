@@ -186,6 +186,7 @@ main(int argc, char **argv)
 	ctx.s3_enabled = ctx.cfg.store == PF_STORE_S3;
 	ctx.console_dir = api_console_find_dir();
 	pthread_mutex_init(&ctx.active_lock, NULL);
+	pthread_mutex_init(&ctx.mac_lock, NULL);
 	connection_limit = fit_descriptor_limit(&ctx.cfg);
 	ctx.guard = api_guard_create(&ctx.cfg, connection_limit);
 	api_metrics_init();

@@ -24,13 +24,16 @@
  *
  * Claim check: when PAYFLOW_STORE=s3 and the body is larger than
  * PAYFLOW_API_S3_THRESHOLD bytes, the details bytes (as written) are put
- * to S3 under requests/sha256-<hex>.json with their SHA-256 (hashed while
- * the body arrived, details_scan.c), and payflow.submit_ref records the
- * reference; the database never holds them. The key is the content's
- * hash, so a replay of the same request names the same object and the
- * same reference (same operation), and an upload is retried safely. The
- * key is checked first (one statement), so an unauthenticated client
- * cannot make the API write to S3. Other bodies go to payflow.submit and
+ * to S3 under requests/hmac-<hex>.json with their checksum, an HMAC-SHA256
+ * under the installation's key (payflow.payload_mac_key(), read once
+ * with the first such request; hashed while the body arrived once the key
+ * is known, details_scan.c), and payflow.submit_ref records the reference;
+ * the database never holds them. A plain SHA-256 would name the card
+ * number in the request to anyone who sees the key or a message (issue
+ * 26, M4). The key is the content's keyed hash, so a replay of the same
+ * request names the same object and the same reference (same operation),
+ * and an upload is retried safely. The API key is checked first (one
+ * statement), so an unauthenticated client cannot make the API write to S3. Other bodies go to payflow.submit and
  * live in PostgreSQL (above payflow.payload_max_bytes that is PF007: 413).
  */
 #include "api.h"
@@ -41,6 +44,7 @@
 #include "payflow/digest.h"
 #include "payflow/json_text.h"
 #include "payflow/payload_ref.h"
+#include "payflow/store.h"
 
 /*
  * authenticate() sets the tenant for this statement's transaction before
@@ -67,7 +71,9 @@ typedef struct payment_body
 	const char *details;		/* the details' source text, details_len bytes */
 	size_t		details_len;
 	char	   *details_copy;	/* when not a slice of the body */
-	char		checksum[PF_CHECKSUM_LEN + 1];
+	bool		scanned;		/* scan_mac holds the details' keyed hash */
+	unsigned char scan_mac[PF_SHA256_LEN];
+	char		checksum[PF_CHECKSUM_LEN + 1];	/* to_s3 only: details_checksum */
 	json_t	   *doc;
 } payment_body;
 
@@ -154,13 +160,11 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 
 	if (req->scanning && details_scan_finish(&req->scan) && req->scan.end <= req->body.len)
 	{
-		/* found while the body arrived, already hashed */
-		char		hex[PF_SHA256_HEX_LEN + 1];
-
+		/* found while the body arrived (hashed too, when the key was known) */
 		pb->details = req->body.data + req->scan.start;
 		pb->details_len = req->scan.end - req->scan.start;
-		pf_hex_encode(req->scan.digest, PF_SHA256_LEN, hex);
-		snprintf(pb->checksum, sizeof(pb->checksum), "sha256:%s", hex);
+		pb->scanned = req->scan.keyed;
+		memcpy(pb->scan_mac, req->scan.digest, PF_SHA256_LEN);
 	}
 	else
 	{
@@ -177,9 +181,38 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 		}
 		pb->details = pb->details_copy;
 		pb->details_len = strlen(pb->details_copy);
-		pf_checksum_of(pb->details, pb->details_len, pb->checksum);
 	}
 	return true;
+}
+
+/*
+ * The installation's payload checksum key, read through slot on first use
+ * (payflow.payload_mac_key(): the API's login needs payflow_payload_mac).
+ */
+static pf_result
+payload_mac(api_context *ctx, api_slot *slot, pf_checksum_key *key, pf_error *err)
+{
+	pf_result	r = PF_OK;
+
+	pthread_mutex_lock(&ctx->mac_lock);
+	if (!ctx->payload_mac.set)
+		r = pf_checksum_key_load(slot->pg, &ctx->payload_mac, err);
+	*key = ctx->payload_mac;
+	pthread_mutex_unlock(&ctx->mac_lock);
+	return r;
+}
+
+/* pb->checksum: "hmac-sha256:<hex>" of the details, from the scan when it had the key. */
+static void
+details_checksum(payment_body *pb, const pf_checksum_key *key)
+{
+	if (pb->scanned)
+	{
+		memcpy(pb->checksum, "hmac-sha256:", 12);
+		pf_hex_encode(pb->scan_mac, PF_SHA256_LEN, pb->checksum + 12);
+	}
+	else if (!pf_checksum_of(key, pb->details, pb->details_len, pb->checksum))
+		abort();				/* payload_mac set the key */
 }
 
 /*
@@ -228,6 +261,7 @@ api_post_payment(api_request *req)
 	pf_result	r;
 	bool		to_s3;
 	char		key[PF_PAYLOAD_KEY_MAX + 1];
+	pf_checksum_key mac;
 
 	if (api_key == NULL)
 		return api_reply_unauthorized(req);
@@ -254,10 +288,13 @@ api_post_payment(api_request *req)
 		snprintf(size, sizeof(size), "%zu", pb.details_len);
 		/* the key is checked before anything is uploaded for it */
 		r = pf_pg_exec(slot->pg, AUTHENTICATE_SQL, 1, auth_values, NULL, &err);
+		if (r == PF_OK)
+			r = payload_mac(ctx, slot, &mac, &err);
 		api_pool_release(&ctx->pool, slot);
 		slot = NULL;
 		if (r == PF_OK)
 		{
+			details_checksum(&pb, &mac);
 			r = store_in_s3(req, &pb, key, sizeof(key), &err);
 			if (r != PF_OK)
 			{

@@ -421,9 +421,18 @@ api_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			return answer;
 		if (req->route == ROUTE_PAYMENTS && strcmp(method, "POST") == 0)
 		{
+			pf_checksum_key mac = {0};
+
 			if (declared_too_large(req))
 				return too_large(req);
-			details_scan_init(&req->scan);
+			/* keyed as it streams once the key is known (payments.c) */
+			if (ctx->s3_enabled)
+			{
+				pthread_mutex_lock(&ctx->mac_lock);
+				mac = ctx->payload_mac;
+				pthread_mutex_unlock(&ctx->mac_lock);
+			}
+			details_scan_init(&req->scan, &mac);
 			req->scanning = true;
 		}
 		return MHD_YES;

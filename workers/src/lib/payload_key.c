@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECKSUM_PREFIX "sha256:"
+#define KEYED_PREFIX "hmac-sha256:"
 
 bool
 pf_payload_key(const char *operation_id, const char *name, char out[PF_PAYLOAD_KEY_MAX + 1])
@@ -22,8 +22,8 @@ pf_request_key(const char *checksum, char out[PF_PAYLOAD_KEY_MAX + 1])
 {
 	int			n;
 
-	if (strncmp(checksum, CHECKSUM_PREFIX, strlen(CHECKSUM_PREFIX)) != 0)
+	if (strncmp(checksum, KEYED_PREFIX, strlen(KEYED_PREFIX)) != 0)
 		return false;
-	n = snprintf(out, PF_PAYLOAD_KEY_MAX + 1, "requests/sha256-%s.json", checksum + strlen(CHECKSUM_PREFIX));
+	n = snprintf(out, PF_PAYLOAD_KEY_MAX + 1, "requests/hmac-%s.json", checksum + strlen(KEYED_PREFIX));
 	return n >= 0 && n <= PF_PAYLOAD_KEY_MAX;
 }

@@ -8,10 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "payflow/buf.h"
 #include "payflow/digest.h"
 
-#define CHECKSUM_PREFIX "sha256:"
+#define KEYED_PREFIX "hmac-sha256:"
+#define PLAIN_PREFIX "sha256:"
 
 const char *
 pf_store_kind_name(pf_store_kind kind)
@@ -31,33 +34,72 @@ pf_store_kind_parse(const char *text, pf_store_kind *kind)
 	return true;
 }
 
-void
-pf_checksum_of(const void *data, size_t len, char out[PF_CHECKSUM_LEN + 1])
+bool
+pf_checksum_of(const pf_checksum_key *key, const void *data, size_t len, char out[PF_CHECKSUM_LEN + 1])
 {
-	memcpy(out, CHECKSUM_PREFIX, strlen(CHECKSUM_PREFIX));
-	pf_sha256_hex(data, len, out + strlen(CHECKSUM_PREFIX));
+	unsigned char mac[PF_SHA256_LEN];
+
+	if (key == NULL || !key->set)
+		return false;
+	pf_hmac_sha256(key->bytes, sizeof(key->bytes), data, len, mac);
+	memcpy(out, KEYED_PREFIX, strlen(KEYED_PREFIX));
+	pf_hex_encode(mac, sizeof(mac), out + strlen(KEYED_PREFIX));
+	return true;
+}
+
+bool
+pf_checksum_keyed(const char *text)
+{
+	return text != NULL && strncmp(text, KEYED_PREFIX, strlen(KEYED_PREFIX)) == 0;
 }
 
 bool
 pf_checksum_parse(const char *text, unsigned char digest[32])
 {
 	unsigned char scratch[32];
+	size_t		prefix;
 
-	if (text == NULL || strncmp(text, CHECKSUM_PREFIX, strlen(CHECKSUM_PREFIX)) != 0)
+	if (text == NULL)
 		return false;
-	return pf_hex_decode(text + strlen(CHECKSUM_PREFIX), digest ? digest : scratch, 32);
+	if (pf_checksum_keyed(text))
+		prefix = strlen(KEYED_PREFIX);
+	else if (strncmp(text, PLAIN_PREFIX, strlen(PLAIN_PREFIX)) == 0)
+		prefix = strlen(PLAIN_PREFIX);
+	else
+		return false;
+	return pf_hex_decode(text + prefix, digest ? digest : scratch, 32);
 }
 
 bool
-pf_checksum_verify(const void *data, size_t len, const char *checksum)
+pf_checksum_verify(const pf_checksum_key *key, const void *data, size_t len, const char *checksum)
 {
 	unsigned char want[32];
 	unsigned char have[32];
 
 	if (!pf_checksum_parse(checksum, want))
 		return false;
-	pf_sha256(data, len, have);
-	return memcmp(want, have, sizeof(want)) == 0;
+	if (pf_checksum_keyed(checksum))
+	{
+		if (key == NULL || !key->set)
+			return false;
+		pf_hmac_sha256(key->bytes, sizeof(key->bytes), data, len, have);
+	}
+	else
+		pf_sha256(data, len, have);
+	return CRYPTO_memcmp(want, have, sizeof(want)) == 0;
+}
+
+bool
+pf_checksum_key_from_hex(const char *text, pf_checksum_key *key)
+{
+	if (text == NULL)
+		return false;
+	if (text[0] == '\\' && text[1] == 'x')
+		text += 2;
+	if (strlen(text) != 2 * PF_CHECKSUM_KEY_LEN || !pf_hex_decode(text, key->bytes, PF_CHECKSUM_KEY_LEN))
+		return false;
+	key->set = true;
+	return true;
 }
 
 bool
@@ -108,15 +150,21 @@ pf_payload_ref_from_json(const json_t *json, pf_payload_ref *ref, pf_error *err)
 	if (!json_is_string(key) || !pf_payload_key_valid(json_string_value(key)))
 		return pf_error_set(err, PF_ERR_INVALID, "bad_ref", "payload reference: key is missing or not a valid object key");
 	if (!json_is_string(checksum) || !pf_checksum_parse(json_string_value(checksum), NULL))
-		return pf_error_set(err, PF_ERR_INVALID, "bad_ref", "payload reference: checksum must be sha256:<64 hex digits>");
+		return pf_error_set(err, PF_ERR_INVALID, "bad_ref",
+							"payload reference: checksum must be hmac-sha256:<64 hex digits> (or sha256:)");
 	if (!json_is_integer(size) || json_integer_value(size) < 0)
 		return pf_error_set(err, PF_ERR_INVALID, "bad_ref", "payload reference: size must be a non-negative integer");
 
 	ref->key = pf_strdup(json_string_value(key));
 	/* lower-case so two spellings of one digest compare equal */
-	for (size_t i = 0; i < PF_CHECKSUM_LEN; i++)
-		ref->checksum[i] = (char) tolower((unsigned char) json_string_value(checksum)[i]);
-	ref->checksum[PF_CHECKSUM_LEN] = '\0';
+	{
+		const char *text = json_string_value(checksum);
+		size_t		n = strlen(text);	/* 71 or 76: parsed above */
+
+		for (size_t i = 0; i < n; i++)
+			ref->checksum[i] = (char) tolower((unsigned char) text[i]);
+		ref->checksum[n] = '\0';
+	}
 	ref->size = (long long) json_integer_value(size);
 	return PF_OK;
 }

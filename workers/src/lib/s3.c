@@ -177,20 +177,22 @@ pf_s3_put_object(pf_s3 *s3, const char *bucket, const char *key, const void *dat
 				 const char *content_type, pf_error *err)
 {
 	unsigned char digest[PF_SHA256_LEN];
-	char		hex[PF_SHA256_HEX_LEN + 1];
 	char	   *b64;
 	char	   *url = pf_s3_object_url(s3, bucket, key);
 	pf_aws_call call;
 	pf_result	r;
 
 	pf_sha256(data, len, digest);
-	pf_hex_encode(digest, sizeof(digest), hex);
 	b64 = pf_base64_encode(digest, sizeof(digest));
 
 	init_call(&call, "PUT", url, data, len);
 	pf_aws_call_add_header(&call, "Content-Type", content_type ? content_type : "application/octet-stream");
+	/*
+	 * S3 checks the body against it; only who may read the object can read
+	 * it back. (No x-amz-meta-sha256 any more: an unkeyed hash of a request
+	 * in the object's metadata; the one of older objects is still compared.)
+	 */
 	pf_aws_call_add_header(&call, "x-amz-checksum-sha256", b64);
-	pf_aws_call_add_header(&call, "x-amz-meta-sha256", hex);
 	r = pf_aws_perform(s3->aws, &call);
 	if (r != PF_OK && err)
 		*err = call.error;
@@ -209,7 +211,7 @@ checksum_mismatch(pf_error *err, const char *bucket, const char *key, const char
 
 pf_result
 pf_s3_get_object(pf_s3 *s3, const char *bucket, const char *key, const char *expected_checksum,
-				 pf_buf *out, pf_error *err)
+				 const pf_checksum_key *mac, pf_buf *out, pf_error *err)
 {
 	char	   *url = pf_s3_object_url(s3, bucket, key);
 	pf_aws_call call;
@@ -219,7 +221,7 @@ pf_s3_get_object(pf_s3 *s3, const char *bucket, const char *key, const char *exp
 	if (expected_checksum && !pf_checksum_parse(expected_checksum, NULL))
 	{
 		free(url);
-		return pf_error_set(err, PF_ERR_INVALID, "bad_ref", "expected checksum is not sha256:<hex>");
+		return pf_error_set(err, PF_ERR_INVALID, "bad_ref", "expected checksum is not hmac-sha256:<hex> or sha256:<hex>");
 	}
 	init_call(&call, "GET", url, NULL, 0);
 	/* ask S3 to return the checksum it stored, to compare as well */
@@ -239,7 +241,7 @@ pf_s3_get_object(pf_s3 *s3, const char *bucket, const char *key, const char *exp
 
 		pf_sha256(body->data ? body->data : "", body->len, digest);
 		pf_hex_encode(digest, sizeof(digest), hex);
-		if (expected_checksum && !pf_checksum_verify(body->data ? body->data : "", body->len, expected_checksum))
+		if (expected_checksum && !pf_checksum_verify(mac, body->data ? body->data : "", body->len, expected_checksum))
 			r = checksum_mismatch(err, bucket, key, "the reference's checksum");
 		else if (pf_http_response_header(&call.http, "x-amz-meta-sha256", header, sizeof(header)) &&
 				 strcasecmp(header, hex) != 0)

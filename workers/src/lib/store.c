@@ -20,6 +20,7 @@ struct pf_store
 	pf_store_kind write_kind;
 	char	   *step;			/* the lease the pg store writes under */
 	char	   *worker_id;
+	pf_checksum_key mac;
 };
 
 pf_store *
@@ -43,6 +44,28 @@ pf_store_destroy(pf_store *store)
 	free(store->step);
 	free(store->worker_id);
 	free(store);
+}
+
+void
+pf_store_set_checksum_key(pf_store *store, const pf_checksum_key *key)
+{
+	if (key != NULL)
+		store->mac = *key;
+}
+
+pf_result
+pf_checksum_key_load(pf_pg *pg, pf_checksum_key *key, pf_error *err)
+{
+	PGresult   *res;
+	pf_result	r;
+
+	r = pf_pg_exec_params(pg, "SELECT payflow.payload_mac_key()", 0, NULL, NULL, NULL, 0, &res, err);
+	if (r != PF_OK)
+		return r;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || !pf_checksum_key_from_hex(PQgetvalue(res, 0, 0), key))
+		r = pf_error_set(err, PF_ERR_FINAL, "XX000", "payflow.payload_mac_key() returned no key");
+	PQclear(res);
+	return r;
 }
 
 void
@@ -81,11 +104,11 @@ mismatch(pf_error *err, const pf_payload_ref *ref, const char *what)
 
 /* The C-side check every read and write goes through. */
 static pf_result
-verify(const pf_payload_ref *ref, const void *data, size_t len, pf_error *err)
+verify(const pf_store *store, const pf_payload_ref *ref, const void *data, size_t len, pf_error *err)
 {
 	if ((long long) len != ref->size)
 		return mismatch(err, ref, "has another size than its reference");
-	if (!pf_checksum_verify(data, len, ref->checksum))
+	if (!pf_checksum_verify(&store->mac, data, len, ref->checksum))
 		return mismatch(err, ref, "does not hash to its reference's checksum");
 	return PF_OK;
 }
@@ -132,10 +155,10 @@ pf_store_read(pf_store *store, const pf_payload_ref *ref, pf_buf *out, pf_error 
 	{
 		if (store->s3 == NULL || store->bucket == NULL)
 			return pf_error_set(err, PF_ERR_INVALID, "config", "s3 store used without PAYFLOW_S3_BUCKET");
-		r = pf_s3_get_object(store->s3, store->bucket, ref->key, ref->checksum, out, err);
+		r = pf_s3_get_object(store->s3, store->bucket, ref->key, ref->checksum, &store->mac, out, err);
 	}
 	if (r == PF_OK)
-		r = verify(ref, out->data ? out->data : "", out->len, err);
+		r = verify(store, ref, out->data ? out->data : "", out->len, err);
 	if (r != PF_OK)
 		pf_buf_reset(out);		/* unverified bytes never reach the caller */
 	return r;
@@ -178,7 +201,8 @@ pf_store_write(pf_store *store, const char *operation_id, const char *name, cons
 		return pf_error_set(err, PF_ERR_INVALID, "22023", "invalid payload name \"%.100s\"", name);
 	if (len > (size_t) 0x7fffffff)
 		return pf_error_set(err, PF_ERR_INVALID, "PF007", "payload too large");
-	pf_checksum_of(data ? data : "", len, checksum);
+	if (!pf_checksum_of(&store->mac, data ? data : "", len, checksum))
+		return pf_error_set(err, PF_ERR_INVALID, "config", "no payload checksum key (payflow.payload_mac_key())");
 
 	if (store->write_kind == PF_STORE_PG)
 	{

@@ -273,6 +273,38 @@ step_bad_message(step_run *run, const char *code, const char *why)
 	bad_message(run->w, run->job, code, why);
 }
 
+/*
+ * The installation's payload checksum key, read from the database on first
+ * use (payflow.payload_mac_key()); pg may be NULL, then a connection is
+ * taken for it. False with err set when it cannot be read.
+ */
+static bool
+payload_mac(worker *w, pf_pg *pg, pf_checksum_key *key, pf_error *err)
+{
+	pf_pg	   *own = NULL;
+	pf_result	r;
+
+	pthread_mutex_lock(&w->lock);
+	*key = w->payload_mac;
+	pthread_mutex_unlock(&w->lock);
+	if (key->set)
+		return true;
+	if (pg == NULL && (pg = own = db_acquire(w->db, DB_WAIT_MS)) == NULL)
+	{
+		pf_error_set(err, PF_ERR_TRANSIENT, "53300", "no database connection free to read the payload key");
+		return false;
+	}
+	r = pf_checksum_key_load(pg, key, err);
+	if (own)
+		db_release(w->db, own);
+	if (r != PF_OK)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	w->payload_mac = *key;
+	pthread_mutex_unlock(&w->lock);
+	return true;
+}
+
 /* Read the step's input through the claim check; STEP_SUCCEEDED when read. */
 static step_status
 read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev, pf_buf *input, step_run *run)
@@ -283,6 +315,7 @@ read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev,
 	pf_pg	   *pg;
 	pf_s3	   *s3 = NULL;
 	pf_store   *store;
+	pf_checksum_key mac;
 
 	memset(&ref, 0, sizeof(ref));
 	if (claim->input != NULL)
@@ -313,7 +346,15 @@ read_input(worker *w, executor *ex, const step_claim *claim, const pf_event *ev,
 		step_set_error(run, "53300", "no database connection free to read the input", NULL);
 		return STEP_RETRYABLE;
 	}
+	if (!payload_mac(w, pg, &mac, &err))
+	{
+		db_release(w->db, pg);
+		pf_payload_ref_free(&ref);
+		step_set_error(run, err.code, err.message, NULL);
+		return err.result == PF_ERR_TRANSIENT ? STEP_RETRYABLE : STEP_PERMANENT;
+	}
 	store = pf_store_create(pg, s3, &w->cfg);
+	pf_store_set_checksum_key(store, &mac);
 	r = pf_store_read(store, &ref, input, &err);
 	pf_store_destroy(store);
 	db_release(w->db, pg);
@@ -374,6 +415,7 @@ store_result(worker *w, executor *ex, step_run *run, const char *text, json_t **
 	pf_store   *store;
 	pf_payload_ref ref;
 	pf_result	r;
+	pf_checksum_key mac;
 
 	*result_ref = NULL;
 	if (w->cfg.store != PF_STORE_S3 || run->result_name == NULL)
@@ -381,7 +423,10 @@ store_result(worker *w, executor *ex, step_run *run, const char *text, json_t **
 	attempt_result_name(run->result_name, run->attempt, name, sizeof(name));
 	if ((s3 = executor_s3_client(w, ex, err)) == NULL)
 		return err->result;
+	if (!payload_mac(w, NULL, &mac, err))
+		return err->result;
 	store = pf_store_create(NULL, s3, &w->cfg);
+	pf_store_set_checksum_key(store, &mac);
 	r = pf_store_write(store, run->operation_id, name, text, strlen(text), &ref, err);
 	if (r == PF_OK)
 	{

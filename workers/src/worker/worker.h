@@ -366,6 +366,7 @@ struct worker
 	pf_pg	   *heartbeat_pg;	/* start-up checks, then the lease renewer's */
 	struct lease_renewer *renewer;	/* lease_renewer.h: leases off the main thread */
 	volatile sig_atomic_t db_stop;	/* ends database retry loops at exit */
+	pf_checksum_key payload_mac;	/* read once, under lock (step.c: payload_mac) */
 
 	int			concurrency;
 	int			visibility_s;

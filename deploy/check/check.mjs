@@ -91,7 +91,8 @@ function programSettings(program, args = []) {
 	printed.set(key, out);
 	return out;
 }
-const programsRun = [['payflow-relay'], ['payflow-api'], ...Object.keys(roleDestination).map((r) => ['payflow-worker', ['--role', r]])];
+const programsRun = [['payflow-relay'], ['payflow-api'], ['payflow-s3-sweep'],
+	...Object.keys(roleDestination).map((r) => ['payflow-worker', ['--role', r]])];
 // every setting of every program, for facts that do not depend on the program (defaults)
 const settings = new Map();
 for (const [program, args] of programsRun) {
@@ -259,6 +260,7 @@ function programOf(c) {
 	const prog = path.basename(cmd[0] || '');
 	if (prog === 'payflow-relay') return { name: 'relay', printed: programSettings(prog), margin: 5 };
 	if (prog === 'payflow-api') return { name: 'api', printed: programSettings(prog), margin: 5 };
+	if (prog === 'payflow-s3-sweep') return { name: 's3-sweep', printed: programSettings(prog), margin: 5 };
 	if (prog === 'payflow-worker') {
 		const i = cmd.indexOf('--role');
 		const role = i >= 0 ? cmd[i + 1] : (cmd.find((a) => a.startsWith('--role=')) || '').slice(7);
@@ -383,6 +385,10 @@ for (const file of taskFiles) {
 		ok(`${tag}: stopTimeout within Fargate's ${FARGATE_MAX_STOP} s`, stop <= FARGATE_MAX_STOP);
 		ok(`${tag}: runs under an init process (signals forwarded)`, c.linuxParameters?.initProcessEnabled === true);
 
+		// a scheduled pass (services.yaml's S3SweepSchedule), not a loop that a schedule would pile up
+		if (prog.name === 's3-sweep')
+			ok(`${tag}: payflow-s3-sweep runs one pass (--once) and exits`, (c.command || []).includes('--once'), (c.command || []).join(' '));
+
 		if (prog.name === 'api') {
 			const listen = value('PAYFLOW_LISTEN') || '';
 			const port = Number(listen.split(':').pop());
@@ -393,7 +399,7 @@ for (const file of taskFiles) {
 		}
 	}
 }
-for (const p of ['relay', 'api', ...Object.keys(roleDestination).map((r) => `worker --role ${r}`)])
+for (const p of ['relay', 'api', 's3-sweep', ...Object.keys(roleDestination).map((r) => `worker --role ${r}`)])
 	ok(`deploy/ecs: a task definition runs ${p}`, programsSeen.has(p));
 
 // ---------------------------------------------------------------- iam.yaml: least privilege
@@ -435,10 +441,37 @@ if (ok('deploy/aws/iam.yaml exists and parses', !!iam)) {
 	}
 	const apiActions = statements(role('api')).flatMap((st) => [].concat(st.Action));
 	ok('iam.yaml: api may only s3:PutObject', apiActions.join() === 's3:PutObject', apiActions.join());
-	const objectStatements = (res) => statements(res).filter((st) => [].concat(st.Action).some((a) => /^s3:(Get|Put)Object$/.test(a)));
+	const objectStatements = (res) => statements(res).filter((st) => [].concat(st.Action).some((a) => /^s3:(Get|Put|Delete)Object$/.test(a)));
 	const allPrefixed = [...roleNames.values()].every((r) => objectStatements(r).flatMap((st) => [].concat(st.Resource))
 		.every((x) => /^\$\{PayloadBucketArn\}\/[a-z]+\/\*$/.test(x?.['Fn::Sub'] || '')));
 	ok('iam.yaml: object access only under a prefix (payments/*, requests/*)', allPrefixed);
+	// the S3 sweeper lists and deletes, and reads nothing (issue 26, L3)
+	const sweep = statements(role('s3-sweep'));
+	const sweepActions = sweep.flatMap((st) => [].concat(st.Action)).sort();
+	const sweepList = sweep.find((st) => [].concat(st.Action).join() === 's3:ListBucket');
+	const sweepDelete = sweep.find((st) => [].concat(st.Action).join() === 's3:DeleteObject');
+	ok('iam.yaml: s3-sweep may only s3:ListBucket and s3:DeleteObject (no s3:GetObject: it never reads a payload)',
+		sweepActions.join() === 's3:DeleteObject,s3:ListBucket', sweepActions.join());
+	ok('iam.yaml: s3-sweep lists payments/ and requests/ only (s3:prefix condition)',
+		sweepList?.Resource?.Ref === 'PayloadBucketArn' &&
+		[].concat(sweepList?.Condition?.StringLike?.['s3:prefix'] || []).sort().join() === 'payments/*,requests/*',
+		JSON.stringify(sweepList?.Condition));
+	ok('iam.yaml: s3-sweep deletes under payments/ and requests/ only',
+		[].concat(sweepDelete?.Resource || []).map((r) => r?.['Fn::Sub']).sort().join() ===
+			'${PayloadBucketArn}/payments/*,${PayloadBucketArn}/requests/*');
+	const schedule = iam.Resources.S3SweepScheduleRole;
+	const schedStatements = statements('S3SweepScheduleRole');
+	const runTask = schedStatements.find((st) => [].concat(st.Action).join() === 'ecs:RunTask');
+	const passRole = schedStatements.find((st) => [].concat(st.Action).join() === 'iam:PassRole');
+	ok('iam.yaml: the sweeper\'s schedule role is assumed by EventBridge Scheduler only',
+		schedule?.Properties?.AssumeRolePolicyDocument?.Statement?.every((st) => st.Principal?.Service === 'scheduler.amazonaws.com'));
+	ok('iam.yaml: the schedule may only RunTask the sweeper\'s task definition, in this environment\'s cluster',
+		schedStatements.length === 2 && /:task-definition\/payflow-\$\{Environment\}-s3-sweep:\*$/.test(runTask?.Resource?.['Fn::Sub'] || '') &&
+		/:cluster\/payflow-\$\{Environment\}$/.test(runTask?.Condition?.ArnEquals?.['ecs:cluster']?.['Fn::Sub'] || ''),
+		JSON.stringify(runTask));
+	ok('iam.yaml: the schedule may pass the sweeper\'s two roles only, to ECS tasks',
+		[].concat(passRole?.Resource || []).map((r) => r?.['Fn::GetAtt']?.[0]).sort().join() === 'S3SweepExecutionRole,S3SweepTaskRole' &&
+		passRole?.Condition?.StringEquals?.['iam:PassedToService'] === 'ecs-tasks.amazonaws.com', JSON.stringify(passRole));
 	const webhookSecrets = [...readableSecrets(roleNames.get('payflow-${Environment}-${Region}-webhook-exec'))];
 	ok('iam.yaml: the webhook worker\'s execution role reads its own database URL and nothing else',
 		webhookSecrets.join() === 'DatabaseUrlWebhookSecretArn', webhookSecrets.join());
@@ -515,13 +548,28 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 	ok(`queues.yaml: PayloadExpirationDays >= ${floorDays} >= retention_failed (${retentionFailedDays} d) + the stuck alarm rounded up to days, + 1`,
 		floorDays >= retentionFailedDays + Math.ceil(stuckS / 86400) + 1 && Number(queues.Parameters.PayloadExpirationDays.Default) >= floorDays);
 
-	// services: one per task definition, deployments that drain, autoscaling on work per slot
+	// services: one per task definition (or a schedule), deployments that drain, autoscaling on work per slot
 	const svc = Object.entries(services.Resources).filter(([, r]) => r.Type === 'AWS::ECS::Service');
+	const schedules = Object.entries(services.Resources).filter(([, r]) => r.Type === 'AWS::Scheduler::Schedule');
 	const tasksOutputs = Object.keys(tasksTemplate.Outputs);
 	const servicesStack = stack.Resources.ServicesStack?.Properties?.Parameters || {};
-	const served = svc.map(([, r]) => servicesStack[r.Properties.TaskDefinition.Ref]?.['Fn::GetAtt']?.[1]?.replace('Outputs.', '')).sort();
-	ok('services.yaml: one service per task definition of tasks.yaml',
+	const outputOfParam = (p) => servicesStack[p]?.['Fn::GetAtt']?.[1]?.replace('Outputs.', '');
+	const served = [...svc.map(([, r]) => outputOfParam(r.Properties.TaskDefinition.Ref)),
+		...schedules.map(([, r]) => outputOfParam(r.Properties.Target?.EcsParameters?.TaskDefinitionArn?.Ref))].sort();
+	ok('services.yaml: one service or schedule per task definition of tasks.yaml',
 		served.join() === tasksOutputs.filter((o) => o.endsWith('TaskDefinitionArn')).sort().join(), served.join());
+	// the S3 sweeper: a pass per tick, started by its own role, in the private subnets (issue 26, L3)
+	const sweepSchedule = services.Resources.S3SweepSchedule?.Properties;
+	ok('services.yaml: a schedule runs the s3-sweep task definition in the cluster',
+		outputOfParam(sweepSchedule?.Target?.EcsParameters?.TaskDefinitionArn?.Ref) === 'S3SweepTaskDefinitionArn' &&
+		sweepSchedule?.Target?.Arn?.['Fn::GetAtt']?.[0] === 'Cluster' && sweepSchedule?.State === 'ENABLED' &&
+		sweepSchedule?.Target?.EcsParameters?.LaunchType === 'FARGATE');
+	ok('services.yaml: the sweeper\'s schedule starts it with iam.yaml\'s schedule role',
+		servicesStack[sweepSchedule?.Target?.RoleArn?.Ref]?.['Fn::GetAtt']?.join() === 'IamStack,Outputs.S3SweepScheduleRoleArn');
+	ok('services.yaml: the sweeper runs in private subnets without a public address, in its own security group',
+		sweepSchedule?.Target?.EcsParameters?.NetworkConfiguration?.AwsvpcConfiguration?.AssignPublicIp === 'DISABLED' &&
+		servicesStack[sweepSchedule?.Target?.EcsParameters?.NetworkConfiguration?.AwsvpcConfiguration?.SecurityGroups?.[0]?.Ref]
+			?.['Fn::GetAtt']?.join() === 'NetworkStack,Outputs.S3SweepSecurityGroupId');
 	for (const [name, r] of svc) {
 		const d = r.Properties.DeploymentConfiguration || {};
 		ok(`services.yaml: ${name} starts new tasks before stopping old ones, and rolls back a failed deployment`,
@@ -570,6 +618,9 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 	ok('network.yaml: the webhook worker may reach 443 and the database only',
 		egressOf('WebhookWorkerSecurityGroup').sort().join() === '443-0.0.0.0/0,DatabasePort-DatabaseSecurityGroupId',
 		egressOf('WebhookWorkerSecurityGroup').join());
+	ok('network.yaml: the S3 sweeper may reach 443 and the database only',
+		egressOf('S3SweepSecurityGroup').sort().join() === '443-0.0.0.0/0,DatabasePort-DatabaseSecurityGroupId',
+		egressOf('S3SweepSecurityGroup').join());
 	ok('network.yaml: only the payment worker reaches the legacy DBMS', Object.keys(N).filter((k) =>
 		N[k].Type === 'AWS::EC2::SecurityGroupEgress' && N[k].Properties.CidrIp?.Ref === 'LegacyCidr').join() === 'PaymentWorkerToLegacy');
 
@@ -591,6 +642,13 @@ if (ok('deploy/aws/payflow.yaml and its nested templates parse', !!stack && !!se
 		.map((a) => a.Properties.Metrics[0].MetricStat.Metric.Dimensions[1].Value.Ref).sort();
 	ok('observability.yaml: a tasks-below-desired alarm per service', belowDesired.join() ===
 		svc.map(([k]) => `${k}Name`).sort().join(), belowDesired.join());
+	const sweepFilter = Object.entries(alarms.Resources).find(([, x]) => x.Type === 'AWS::Logs::MetricFilter' &&
+		x.Properties.LogGroupName?.['Fn::Sub'] === json.get('deploy/ecs/payflow-s3-sweep.json')?.containerDefinitions?.[0]
+			?.logConfiguration?.options?.['awslogs-group'] && /"pass done"/.test(x.Properties.FilterPattern));
+	const sweepMetric = sweepFilter?.[1]?.Properties?.MetricTransformations?.[0];
+	ok('observability.yaml: an alarm when payflow-s3-sweep logs no "pass done" (a metric filter on its log group)',
+		!!sweepMetric && A.some((a) => a.Properties.Namespace === sweepMetric.MetricNamespace &&
+			a.Properties.MetricName === sweepMetric.MetricName && a.Properties.TreatMissingData === 'breaching'));
 	ok('observability.yaml: target and load balancer 5xx alarms', ['HTTPCode_Target_5XX_Count', 'HTTPCode_ELB_5XX_Count']
 		.every((m) => A.some((a) => a.Properties.MetricName === m)));
 }

@@ -50,7 +50,7 @@ install_yaml() {
 install_yaml
 export PAYFLOW_DEPLOY_CHECK_MODULES=$cache/node_modules
 # check.mjs takes each program's settings from the program (--print-settings)
-for b in payflow-relay payflow-worker payflow-api; do
+for b in payflow-relay payflow-worker payflow-api payflow-s3-sweep; do
 	[ -x "workers/bin/$b" ] || make -s -C workers >/dev/null
 done
 export PAYFLOW_BIN_DIR=$REPO/workers/bin
@@ -192,11 +192,21 @@ broken "a nested stack missing a parameter" "IamStack gets every parameter its t
 	sed -i '/^  IamStack:/,/^  TasksStack:/{/^        LegacyOdbcSecretArn:/,+2d}' deploy/aws/payflow.yaml
 broken "a parameter without a constraint naming it" "ConstraintDescription starts with its name" \
 	sed -i 's/ConstraintDescription: "LegacyCidr: /ConstraintDescription: "/' deploy/aws/network.yaml
+broken "the S3 sweeper may read payloads" "s3-sweep may only s3:ListBucket and s3:DeleteObject" \
+	sed -i '/S3SweepTaskRole:/,/S3SweepScheduleRole:/s/Action: s3:DeleteObject/Action: [s3:DeleteObject, s3:GetObject]/' deploy/aws/iam.yaml
+broken "the S3 sweeper deleting outside its prefixes" "s3-sweep deletes under payments/ and requests/ only" \
+	sed -i '/S3SweepTaskRole:/,/S3SweepScheduleRole:/s|\${PayloadBucketArn}/requests/\*|${PayloadBucketArn}/*|' deploy/aws/iam.yaml
+broken "the sweeper's schedule may run any task" "the schedule may only RunTask the sweeper's task definition" \
+	sed -i 's|task-definition/payflow-\${Environment}-s3-sweep:\*|task-definition/*|' deploy/aws/iam.yaml
+broken "the sweeper as a loop under a schedule" "payflow-s3-sweep runs one pass (--once)" \
+	jedit deploy/ecs/payflow-s3-sweep.json "$c0.command=['payflow-s3-sweep']"
+broken "no schedule for the sweeper" "one service or schedule per task definition" \
+	sed -i '/^  S3SweepSchedule:/,/^Outputs:/{/^Outputs:/!d}' deploy/aws/services.yaml
 # the facts come from the programs themselves: copies of them that print what
 # the change would make them print (a relay that no longer reads a setting its
 # task gives; a webhook worker that now requires one its task does not give)
 mkdir -p "$work/bin-broken"
-cp workers/bin/payflow-api "$work/bin-broken/"
+cp workers/bin/payflow-api workers/bin/payflow-s3-sweep "$work/bin-broken/"
 cat >"$work/bin-broken/payflow-relay" <<-EOF
 	#!/bin/sh
 	"$REPO/workers/bin/payflow-relay" "\$@" | grep -v '"name":"PAYFLOW_RELAY_IN_FLIGHT"'
@@ -267,7 +277,7 @@ done
 export PayloadBucketName=payflow-prod-payloads-123456789012-eu-west-1 InvoiceUrl=https://invoices.example/v1/invoices
 export LegacySubmit="{CALL pay.submit(:idempotency_key, :details.amount, \"x\\y\")}" LegacyStatus="{CALL pay.status(:legacy_ref)}" LegacyLookup=
 for s in DatabaseUrlRelay DatabaseUrlPayment DatabaseUrlPostprocess DatabaseUrlInvoice DatabaseUrlWebhook DatabaseUrlApi \
-	DatabaseUrlMonitor LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
+	DatabaseUrlMonitor DatabaseUrlS3Sweep LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
 	export ${s}SecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:payflow/prod/$s-AbCdEf"
 done
 rendered_ok=1
@@ -334,6 +344,10 @@ if [ -x workers/bin/payflow-relay ] && [ -x workers/bin/payflow-worker ] && [ -x
 	done
 	RUN_NAME=relay-without-queues run_task deploy/ecs/payflow-relay.json PAYFLOW_QUEUE_URLS=
 	broken_pid=$!
+	# the sweeper runs one pass (--once): against no database that pass fails
+	# (exit 1) or is still retrying; a settings error would be exit 2
+	run_task deploy/ecs/payflow-s3-sweep.json
+	sweep_pid=$!
 	sleep 3
 	for f in "${!pids[@]}"; do
 		if kill -0 "${pids[$f]}" 2>/dev/null; then
@@ -347,6 +361,15 @@ if [ -x workers/bin/payflow-relay ] && [ -x workers/bin/payflow-worker ] && [ -x
 			PF_FAILURES=$((PF_FAILURES + 1))
 		fi
 	done
+	if kill -0 "$sweep_pid" 2>/dev/null; then
+		kill "$sweep_pid"
+		wait "$sweep_pid" 2>/dev/null || true
+		rc=running
+	else
+		wait "$sweep_pid" && rc=0 || rc=$?
+	fi
+	pf_ok "payflow-s3-sweep accepts its task definition's settings (its pass against no database: $rc, not exit 2)" \
+		test "$rc" != 2
 	wait "$broken_pid" && rc=0 || rc=$?
 	pf_eq "the relay without PAYFLOW_QUEUE_URLS exits 2 at once" 2 "$rc"
 	pf_ok "... naming the setting" grep -q 'missing PAYFLOW_QUEUE_URLS' "$work/relay-without-queues.log"

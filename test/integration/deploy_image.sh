@@ -163,7 +163,7 @@ for o in PaymentRequests PaymentCompleted InvoiceRequests OperationEvents; do ex
 export PayloadBucketName=payflow-prod-payloads InvoiceUrl=https://127.0.0.1:9/v1/invoices
 export LegacySubmit='{CALL pay.submit(:idempotency_key)}' LegacyStatus='{CALL pay.status(:legacy_ref)}' LegacyLookup=
 for s in DatabaseUrlRelay DatabaseUrlPayment DatabaseUrlPostprocess DatabaseUrlInvoice DatabaseUrlWebhook DatabaseUrlApi \
-	DatabaseUrlMonitor LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
+	DatabaseUrlMonitor DatabaseUrlS3Sweep LegacyOdbc InvoiceAuthorization PostprocessAuthorization; do
 	export ${s}SecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:payflow/prod/$s-AbCdEf"
 done
 api_port=$(pf_free_port)

@@ -218,6 +218,9 @@ if (ok('deploy/aws/queues.yaml exists and parses', !!queues)) {
 	if (ok('queues.yaml: one claim-check bucket', buckets.length === 1)) {
 		const b = buckets[0].Properties;
 		ok('queues.yaml: bucket encrypted', !!b.BucketEncryption?.ServerSideEncryptionConfiguration?.[0]?.ServerSideEncryptionByDefault?.SSEAlgorithm);
+		// an SSE-S3 object's ETag, which any listing shows, is the MD5 of the request in it
+		ok('queues.yaml: bucket encrypted with SSE-KMS, so no ETag is an MD5 of a request',
+			/^aws:kms(:dsse)?$/.test(b.BucketEncryption?.ServerSideEncryptionConfiguration?.[0]?.ServerSideEncryptionByDefault?.SSEAlgorithm || ''));
 		const pab = b.PublicAccessBlockConfiguration || {};
 		ok('queues.yaml: bucket blocks every kind of public access',
 			['BlockPublicAcls', 'BlockPublicPolicy', 'IgnorePublicAcls', 'RestrictPublicBuckets'].every((k) => pab[k] === true));

@@ -192,6 +192,8 @@ broken "a nested stack missing a parameter" "IamStack gets every parameter its t
 	sed -i '/^  IamStack:/,/^  TasksStack:/{/^        LegacyOdbcSecretArn:/,+2d}' deploy/aws/payflow.yaml
 broken "a parameter without a constraint naming it" "ConstraintDescription starts with its name" \
 	sed -i 's/ConstraintDescription: "LegacyCidr: /ConstraintDescription: "/' deploy/aws/network.yaml
+broken "a bucket whose listings show each request's MD5 (SSE-S3)" "bucket encrypted with SSE-KMS" \
+	sed -i 's/SSEAlgorithm: aws:kms/SSEAlgorithm: AES256/' deploy/aws/queues.yaml
 broken "the S3 sweeper may read payloads" "s3-sweep may only s3:ListBucket and s3:DeleteObject" \
 	sed -i '/S3SweepTaskRole:/,/S3SweepScheduleRole:/s/Action: s3:DeleteObject/Action: [s3:DeleteObject, s3:GetObject]/' deploy/aws/iam.yaml
 broken "the S3 sweeper deleting outside its prefixes" "s3-sweep deletes under payments/ and requests/ only" \

@@ -158,7 +158,8 @@ collect_bg() {
 
 # Lanes: integration tests that share nothing with the main lane run on
 # lanes of their own, beside it, each lane with its own cluster (port
-# 5438N, its own legacy fixture and payflow database); every test has its
+# 5438N, or PF_LANE_PORT_BASE + N beside another make check on the same
+# machine; its own legacy fixture and payflow database); every test has its
 # own emulator and fixture ports. Tests that share a port stay on one lane
 # (worker_invoice and worker_slow_credentials; pipeline_e2e, worker_nul_body
 # and the C-free flavour's pipeline_e2e; api_admin and worker_webhook), and
@@ -183,7 +184,7 @@ lane_of() {	# lane_of TEST: its lane's number
 }
 # run_lane N TEST...: the tests on lane N's own cluster, in the background
 run_lane() {
-	local n=$1 port=$((54380 + $1))
+	local n=$1 port=$((${PF_LANE_PORT_BASE:-54380} + $1))
 	shift
 	echo "== lane $n: $* (in the background, cluster on port $port)"
 	(

@@ -52,13 +52,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pg_temp.bench_cpu_ticks() RETURNS bigint
-	LANGUAGE sql
-	AS $$
-	-- fields 14 and 15 of /proc/self/stat (after the command name in parentheses)
-	SELECT f[12]::bigint + f[13]::bigint
-	  FROM (SELECT regexp_split_to_array(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ') f) s
-$$;
+\ir cpu_ticks.sql
 
 SELECT pg_temp.bench_cpu_ticks() AS cpu0, pg_current_wal_lsn() AS wal0,
 	   (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits0 \gset

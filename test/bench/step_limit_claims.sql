@@ -5,13 +5,7 @@
 -- 'batch').  The backend's CPU (from /proc/self/stat: this backend does all
 -- the work) of the claims and of the completions, apart.  Prints one line:
 -- claim_cpu_ms complete_cpu_ms claimed.
-CREATE OR REPLACE FUNCTION pg_temp.bench_cpu_ticks() RETURNS bigint
-	LANGUAGE sql
-	AS $$
-	-- fields 14 and 15 of /proc/self/stat (after the command name in parentheses)
-	SELECT f[12]::bigint + f[13]::bigint
-	  FROM (SELECT regexp_split_to_array(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ') f) s
-$$;
+\ir cpu_ticks.sql
 
 CREATE OR REPLACE PROCEDURE pg_temp.bench_claims(p_run text, p_n integer, p_mode text, INOUT claim_ticks bigint,
 												 INOUT complete_ticks bigint, INOUT claimed integer)

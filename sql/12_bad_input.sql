@@ -21,6 +21,7 @@ DECLARE
 BEGIN
 	FOR r IN SELECT c.relname FROM pg_class c
 			  WHERE c.relnamespace = 'payflow'::regnamespace AND c.relkind IN ('r', 'p')
+				AND NOT c.relispartition	-- counted in their parent
 			  ORDER BY c.relname
 	LOOP
 		EXECUTE format('SELECT count(*) FROM payflow.%I', r.relname) INTO n;

@@ -27,8 +27,8 @@ SELECT count(*) FILTER (WHERE answer ->> 'action' = 'completed') AS completed
 		  FROM unnest(:'ids'::text[]) id));
 SELECT n_tup_upd - :upd1 AS updates, n_tup_hot_upd - :hot1 AS hot_updates FROM pg_stat_xact_user_tables
  WHERE relid = 'payflow.operations'::regclass;
-SELECT n_tup_ins AS step_results_written FROM pg_stat_xact_user_tables
- WHERE relid = 'payflow.step_results'::regclass;
+SELECT sum(n_tup_ins) AS step_results_written FROM pg_stat_xact_user_tables	-- in its partitions
+ WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'payflow.step_results'::regclass);
 -- the open steps are the next ones
 SELECT step_name, status, finished_at IS NULL AS open, count(*)
   FROM payflow.steps WHERE operation_id = ANY (:'ids'::text[]) GROUP BY 1, 2, 3 ORDER BY 1;

@@ -191,19 +191,6 @@ CREATE FUNCTION payflow._admin_id_floor(ts timestamptz) RETURNS text
 		   generate_series(0, 9) i
 $$;
 
-CREATE FUNCTION payflow._forget_step_attempts() RETURNS trigger
-	LANGUAGE plpgsql
-	AS $$
-BEGIN
-	DELETE FROM payflow.step_attempts a USING gone WHERE a.operation_id = gone.id;
-	RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER operations_forget_attempts AFTER DELETE ON payflow.operations
-	REFERENCING OLD TABLE AS gone
-	FOR EACH STATEMENT EXECUTE FUNCTION payflow._forget_step_attempts();
-
 -- One operation as the admin list shows it: no details, no result.
 CREATE FUNCTION payflow._admin_operation_row(o payflow.operations) RETURNS jsonb
 	LANGUAGE sql STABLE
@@ -559,7 +546,6 @@ REVOKE ALL ON FUNCTION
 	payflow._admin_id_floor(timestamptz),
 	payflow._admin_ids(jsonb),
 	payflow._admin_operation_row(payflow.operations),
-	payflow._forget_step_attempts(),
 	payflow.create_admin_key(text),
 	payflow.admin_whoami(text),
 	payflow.admin_operations(text, jsonb),

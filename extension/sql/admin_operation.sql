@@ -61,7 +61,8 @@ BEGIN
 					   'store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size,
 					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
 			  FROM payflow.payloads p
-			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)),
+			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)
+			   AND payflow._payloads_kept(o.id)),
 		'events', (
 			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
 			  FROM (SELECT p.published_at AS at, jsonb_build_object(

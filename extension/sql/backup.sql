@@ -10,6 +10,10 @@
 -- would collide with them), and so are the identity sequences, so that a
 -- restored database goes on numbering after the restored rows.
 --
+-- A table partitioned by day (partitions.sql) is marked with its default
+-- partition: pg_dump dumps a partitioned table's rows from its partitions,
+-- and the day partitions, not members of the extension, are dumped whole.
+--
 -- Not in a dump, by design: the seeded pipeline (version 1, its steps and
 -- the four queues: tunings of version 1's retry columns are re-applied
 -- after a restore, or made as a new version with add_step), the scheduler's
@@ -41,7 +45,9 @@ BEGIN
 			('payflow.step_definitions', 'WHERE pipeline_version > 1'),
 			('payflow.operations', ''),
 			('payflow.history_events', ''),
+			('payflow.history_events_default', ''),
 			('payflow.step_results', ''),
+			('payflow.step_results_default', ''),
 			('payflow.step_grants', ''),
 			('payflow.step_limits', ''),
 			('payflow.step_breakers', ''),
@@ -53,6 +59,7 @@ BEGIN
 			('payflow.outbox_position', ''),
 			('payflow.outbox_seq_seq', ''),
 			('payflow.payloads', ''),
+			('payflow.payloads_default', ''),
 			('payflow.consumed_events', ''),
 			('payflow.dead_letters', ''),
 			('payflow.api_keys', ''),
@@ -61,7 +68,8 @@ BEGIN
 			('payflow.webhook_failures', ''),
 			('payflow.operation_events', ''),
 			('payflow.admin_actions', ''),
-			('payflow.step_attempts', '')
+			('payflow.step_attempts', ''),
+			('payflow.step_attempts_default', '')
 		  ) AS x(name, filter)
 	LOOP
 		PERFORM pg_catalog.pg_extension_config_dump(t.name::regclass, t.filter);

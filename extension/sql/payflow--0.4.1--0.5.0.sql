@@ -62,6 +62,57 @@ ALTER TABLE payflow.operations
 CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
 	WHERE step_next_attempt_at IS NOT NULL;
 
+-- Storage v2, phase 4: the rows that hang off an operation are partitioned
+-- by its day (partitions.sql).  step_attempts and payloads are made again,
+-- partitioned, with their rows (as are step_results and history_events
+-- below); the days of the operations kept get their partitions after
+-- purge.sql.  A long statement on a large installation: docs/install.md
+-- says to run the update in a quiet hour.
+ALTER TABLE payflow.step_attempts RENAME TO step_attempts_0_4;
+ALTER INDEX payflow.step_attempts_pkey RENAME TO step_attempts_0_4_pkey;
+ALTER SEQUENCE payflow.step_attempts_id_seq RENAME TO step_attempts_0_4_id_seq;
+CREATE TABLE payflow.step_attempts (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint GENERATED ALWAYS AS IDENTITY,
+	step_name text NOT NULL,
+	attempt integer NOT NULL,
+	worker text,
+	started_at timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	outcome text NOT NULL,
+	error jsonb,
+	claim_no smallint
+) PARTITION BY RANGE (operation_id);
+CREATE TABLE payflow.step_attempts_default PARTITION OF payflow.step_attempts DEFAULT;
+ALTER TABLE payflow.step_attempts_default ADD PRIMARY KEY (operation_id, id);
+INSERT INTO payflow.step_attempts OVERRIDING SYSTEM VALUE
+SELECT operation_id, id, step_name, attempt, worker, started_at, finished_at, outcome, error, NULL
+  FROM payflow.step_attempts_0_4;	-- claim_no: new in 0.5.0 (history.sql)
+SELECT setval(pg_get_serial_sequence('payflow.step_attempts', 'id'),
+			  greatest((SELECT max(id) FROM payflow.step_attempts_0_4), 1));
+ALTER EXTENSION payflow DROP SEQUENCE payflow.step_attempts_0_4_id_seq;
+ALTER EXTENSION payflow DROP TABLE payflow.step_attempts_0_4;
+DROP TABLE payflow.step_attempts_0_4;
+DROP TRIGGER operations_forget_attempts ON payflow.operations;	-- purge deletes them (partitions.sql)
+DROP FUNCTION payflow._forget_step_attempts();
+
+ALTER TABLE payflow.payloads RENAME TO payloads_0_4;
+ALTER INDEX payflow.payloads_pkey RENAME TO payloads_0_4_pkey;
+CREATE TABLE payflow.payloads (
+	key text COLLATE "C" NOT NULL,
+	operation_id text COLLATE "C" NOT NULL,
+	checksum text NOT NULL,
+	size bigint NOT NULL,
+	content bytea NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+) PARTITION BY RANGE (key);
+CREATE TABLE payflow.payloads_default PARTITION OF payflow.payloads DEFAULT;
+ALTER TABLE payflow.payloads_default ADD PRIMARY KEY (key);
+INSERT INTO payflow.payloads SELECT key, operation_id, checksum, size, content, created_at FROM payflow.payloads_0_4;
+ALTER EXTENSION payflow DROP TABLE payflow.payloads_0_4;
+DROP TABLE payflow.payloads_0_4;
+DROP INDEX payflow.operations_payloads_idx;	-- purge reads payloads by a cursor (purge.sql)
+
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
 --@@ include step_results.sql @@
 
@@ -106,18 +157,38 @@ ALTER TABLE payflow.operations
 	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
 	ADD COLUMN step_claim_no smallint,
 	ADD COLUMN submitted_by text;
-ALTER TABLE payflow.step_attempts ADD COLUMN claim_no smallint;
 DROP POLICY history_of_tenant ON payflow.operation_history;
 DROP POLICY history_for_admin ON payflow.operation_history;
 ALTER TABLE payflow.operation_history DISABLE ROW LEVEL SECURITY;
--- out of the extension first, which takes it out of pg_dump's list
+DROP FUNCTION payflow._set_status(text, text, text, text, text);
+
+-- The history's table, partitioned by day (partitions.sql, as above)
+CREATE TABLE payflow.history_events (
+	operation_id text COLLATE "C" NOT NULL,
+	id bigint NOT NULL,
+	from_status text,
+	to_status text NOT NULL,
+	reason text,
+	actor text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now()
+) PARTITION BY RANGE (operation_id);
+CREATE TABLE payflow.history_events_default PARTITION OF payflow.history_events DEFAULT;
+ALTER TABLE payflow.history_events_default ADD PRIMARY KEY (operation_id, id);
+INSERT INTO payflow.history_events (operation_id, id, from_status, to_status, reason, actor, at)
+SELECT operation_id, id, from_status, to_status, reason, actor, at FROM payflow.operation_history;
+-- out of the extension first, which takes them out of pg_dump's list
 -- (pg_extension.extconfig, backup.sql) too, as the outbox's below
 ALTER EXTENSION payflow DROP SEQUENCE payflow.operation_history_id_seq;
-ALTER TABLE payflow.operation_history ALTER COLUMN id DROP IDENTITY;
-ALTER TABLE payflow.operation_history RENAME TO history_events;
-ALTER INDEX payflow.operation_history_pkey RENAME TO history_events_pkey;
-REVOKE ALL ON payflow.history_events FROM payflow_app;
-DROP FUNCTION payflow._set_status(text, text, text, text, text);
+ALTER EXTENSION payflow DROP TABLE payflow.operation_history;
+DROP TABLE payflow.operation_history;
+
+
+REVOKE ALL ON payflow.history_events, payflow.history_events_default, payflow.step_attempts,
+	payflow.step_attempts_default, payflow.payloads, payflow.payloads_default, payflow.step_results_default
+	FROM PUBLIC;
+GRANT SELECT ON payflow.history_events, payflow.history_events_default, payflow.step_attempts,
+	payflow.step_attempts_default, payflow.payloads, payflow.payloads_default, payflow.step_results_default
+	TO payflow_admin;
 --@@ flavour include status_changes.sql @@
 --@@ flavour include wake_listeners.sql @@
 --@@ include history.sql @@
@@ -231,7 +302,29 @@ GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_b
 	TO payflow_admin;
 
 --@@ include outbox.sql @@
+--@@ include partitions.sql @@
 --@@ include purge.sql @@
+-- The days of the operations kept, and the next ones, in partitions of
+-- their own (their rows move in from the default partitions), made here as
+-- purge makes them: not members of the extension, so that pg_dump keeps
+-- them with their rows.
+DO $partitions$
+DECLARE
+	t record;
+BEGIN
+	FOR t IN SELECT p.parent, p.key_prefix, d.day
+			   FROM payflow._day_partitioned() p,
+					(SELECT DISTINCT (o.created_at AT TIME ZONE 'UTC')::date AS day FROM payflow.operations o
+					 UNION SELECT (now() AT TIME ZONE 'UTC')::date + n FROM generate_series(0, 3) n) d
+			  ORDER BY d.day, p.parent
+	LOOP
+		IF payflow._make_day_partition(t.parent, t.key_prefix, t.day) THEN
+			EXECUTE format('ALTER EXTENSION payflow DROP TABLE payflow.%I',
+						   format('%s_d%s', t.parent, to_char(t.day, 'YYYYMMDD')));
+		END IF;
+	END LOOP;
+END
+$partitions$;
 --@@ include admin_operation.sql @@
 REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;

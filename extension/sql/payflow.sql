@@ -127,6 +127,7 @@ $roles$;
 --@@ include webhooks.sql @@
 
 --@@ include scheduler.sql @@
+--@@ include partitions.sql @@
 --@@ include purge.sql @@
 --@@ include s3_purge.sql @@
 

@@ -36,7 +36,7 @@ BEGIN
 	PERFORM payflow._require_size('payload', octet_length(p_content));
 	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
 	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
-	ON CONFLICT (key) DO NOTHING;
+	ON CONFLICT DO NOTHING;	-- the key of the day's partition (tables.sql)
 	IF NOT FOUND THEN
 		-- the bytes compared, and the stored reference kept: one written
 		-- before 0.5.0 has a plain checksum
@@ -51,6 +51,20 @@ BEGIN
 	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', v_checksum,
 							  'size', octet_length(p_content));
 END
+$$;
+
+-- Whether an operation's payloads are still kept: the operation exists and
+-- did not end COMPLETED or CANCELLED more than retention_payloads ago.
+-- The rule, not the rows, says what is purged: a payload past it may stay
+-- in its day's partition until purge drops the day (partitions.sql), and
+-- shows nowhere meanwhile.
+CREATE OR REPLACE FUNCTION payflow._payloads_kept(p_operation_id text) RETURNS boolean
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT EXISTS (SELECT FROM payflow.operations o
+					WHERE o.id = p_operation_id
+					  AND NOT (o.status IN ('COMPLETED', 'CANCELLED')
+							   AND o.terminal_at < now() - payflow._seconds('retention_payloads')))
 $$;
 
 -- Reads a payload of the "pg" store, verifying its checksum (PF005).
@@ -70,7 +84,7 @@ BEGIN
 	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
 	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 76);
 	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
-	IF NOT FOUND THEN
+	IF NOT FOUND OR NOT payflow._payloads_kept(p.operation_id) THEN
 		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
 			USING ERRCODE = 'no_data_found',
 				  DETAIL = 'It may have been purged after its operation ended.';
@@ -135,3 +149,5 @@ BEGIN
 	RETURN payflow._payload_write(operation_id, name, content);
 END
 $$;
+
+REVOKE ALL ON FUNCTION payflow._payloads_kept(text) FROM PUBLIC;

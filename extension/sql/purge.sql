@@ -2,7 +2,8 @@
 -- the update script takes the same definition).
 
 -- TTL clean-up in bounded batches (each kind at most max_rows rows per
--- call; "more" says whether to call again):
+-- call; "more" says whether to call again), and retention by partition
+-- (partitions.sql: a past day's rows dropped whole):
 -- payloads of completed/cancelled operations after retention_payloads;
 -- operations (with steps, history, payloads, dead letters) after
 -- retention_completed, or retention_failed for FAILED ones; the published
@@ -21,6 +22,9 @@ DECLARE
 	v_dead integer;
 	v_webhooks integer;
 	v_cron integer := 0;
+	v_position payflow.purge_position;
+	v_payload_ops integer;
+	v_partitions jsonb;
 BEGIN
 	IF max_rows IS NULL THEN
 		RAISE EXCEPTION 'max_rows must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -28,19 +32,35 @@ BEGIN
 		RAISE EXCEPTION 'max_rows must be positive' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
-	WITH ops AS (
-		SELECT id FROM payflow.operations
-		 WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL
-		   AND terminal_at < now() - payflow._seconds('retention_payloads')
-		   AND status IN ('COMPLETED', 'CANCELLED')
-		 ORDER BY terminal_at LIMIT max_rows
-		   FOR UPDATE SKIP LOCKED
+	-- Payloads: the operations that ended COMPLETED or CANCELLED more than
+	-- retention_payloads ago, read in (terminal_at, id) order from where
+	-- the last call stopped (purge_position), so that nothing is written
+	-- to an operation's row but for the S3 store's requests, which
+	-- payflow.s3_purge_requests() removes once marked.  The rows are
+	-- deleted here from the default partition; a day's partition goes
+	-- whole (partitions.sql).
+	SELECT * INTO v_position FROM payflow.purge_position FOR UPDATE;
+	WITH ops AS MATERIALIZED (
+		SELECT o.id, o.terminal_at, o.status IN ('COMPLETED', 'CANCELLED') AS done,
+			   o.request_ref ->> 'store' = 's3' AND o.payloads_purged_at IS NULL AS s3
+		  FROM payflow.operations o
+		 WHERE o.terminal_at IS NOT NULL
+		   AND o.terminal_at >= v_position.payloads_terminal_at
+		   AND (o.terminal_at, o.id) > (v_position.payloads_terminal_at, v_position.payloads_operation)
+		   AND o.terminal_at < now() - payflow._seconds('retention_payloads')
+		 ORDER BY o.terminal_at, o.id LIMIT max_rows
 	), marked AS (
-		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops WHERE o.id = ops.id
+		UPDATE payflow.operations o SET payloads_purged_at = now() FROM ops
+		 WHERE o.id = ops.id AND ops.done AND ops.s3
+	), moved AS (
+		UPDATE payflow.purge_position p SET payloads_terminal_at = l.terminal_at, payloads_operation = l.id
+		  FROM (SELECT ops.terminal_at, ops.id FROM ops ORDER BY ops.terminal_at DESC, ops.id DESC LIMIT 1) l
+	), gone AS (
+		DELETE FROM payflow.payloads_default p USING ops
+		 WHERE ops.done AND p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id)
+		RETURNING 1
 	)
-	DELETE FROM payflow.payloads p USING ops
-	 WHERE p.key >= payflow._payload_key(ops.id, '') AND p.key < payflow._payload_keys_end(ops.id);
-	GET DIAGNOSTICS v_payloads = ROW_COUNT;
+	SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM ops) INTO v_payloads, v_payload_ops;
 
 	WITH ops AS (
 		SELECT id FROM payflow.operations
@@ -50,13 +70,17 @@ BEGIN
 										  ELSE payflow._seconds('retention_completed') END
 		 ORDER BY terminal_at LIMIT max_rows
 		   FOR UPDATE SKIP LOCKED
+	-- an operation's rows in a day's partition go with their day; those
+	-- of the default partition go here
 	), del_steps AS (
-		DELETE FROM payflow.step_results c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.step_results_default c USING ops WHERE c.operation_id = ops.id
+	), del_attempts AS (
+		DELETE FROM payflow.step_attempts_default c USING ops WHERE c.operation_id = ops.id
 	), del_history AS (
-		DELETE FROM payflow.history_events c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.history_events_default c USING ops WHERE c.operation_id = ops.id
 	), del_payloads AS (
 		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
-		DELETE FROM payflow.payloads c USING ops
+		DELETE FROM payflow.payloads_default c USING ops
 		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
 	), del_dead AS (
 		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
@@ -71,6 +95,8 @@ BEGIN
 	)
 	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
 	GET DIAGNOSTICS v_operations = ROW_COUNT;
+
+	v_partitions := payflow._purge_partitions(max_rows);
 
 	-- The published log: whole batches, counted by their events; then the
 	-- events' log rows, once published (below outbox_position.done_below)
@@ -142,7 +168,8 @@ BEGIN
 							  'deadLetters', v_dead,
 							  'webhookFailures', v_webhooks,
 							  'cronRunDetails', v_cron,
-							  'more', greatest(v_payloads, v_operations, v_published, v_logged,
+							  'partitions', v_partitions,
+							  'more', greatest(v_payload_ops, v_operations, v_published, v_logged,
 											   v_consumed, v_dead, v_webhooks, v_cron) >= max_rows);
 END
 $$;

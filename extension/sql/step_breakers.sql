@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS payflow.step_breaker_events (
 -- The failed attempts of a step by time, for its breaker.  Attempts that
 -- fail are few (step_attempts has no row for a success), so this index
 -- costs the common path nothing.
-CREATE INDEX IF NOT EXISTS step_attempts_step_idx ON payflow.step_attempts (step_name, finished_at);
+-- on the default partition, which every day's partition copies (partitions.sql)
+CREATE INDEX IF NOT EXISTS step_attempts_step_idx ON payflow.step_attempts_default (step_name, finished_at);
 
 -- Whether an ended attempt says the back end is unwell.
 CREATE OR REPLACE FUNCTION payflow._breaker_failure(a payflow.step_attempts) RETURNS boolean

@@ -28,9 +28,10 @@ CREATE TABLE payflow.step_results (
 	-- succeeded made it, and the completion's; NULL for a step done before
 	-- 0.5.0, whose history rows are stored
 	claim_no smallint,
-	done_no smallint,
-	PRIMARY KEY (operation_id, step_name)
-);
+	done_no smallint
+) PARTITION BY RANGE (operation_id);	-- a partition a day (partitions.sql; its key: tables.sql's history_events)
+CREATE TABLE payflow.step_results_default PARTITION OF payflow.step_results DEFAULT;
+ALTER TABLE payflow.step_results_default ADD PRIMARY KEY (operation_id, step_name);
 
 -- The input of an operation's open step: the result reference of its last
 -- step done that has one (a step without a result payload hands its own

@@ -173,8 +173,8 @@ CREATE INDEX operations_terminal_idx ON payflow.operations (terminal_at)
 -- is indexed above), so that no index needs to know a lease or a step's
 -- status.
 CREATE INDEX operations_open_idx ON payflow.operations (id) WHERE terminal_at IS NULL;
-CREATE INDEX operations_payloads_idx ON payflow.operations (terminal_at)
-	WHERE terminal_at IS NOT NULL AND payloads_purged_at IS NULL;
+-- (0.4's operations_payloads_idx is gone: purge finds the payloads to
+-- remove by a cursor on operations_terminal_idx, partitions.sql.)
 -- Retries by due time.  step_next_attempt_at is NULL from submit to the
 -- end on the common path, so claims and completions leave this index alone.
 CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
@@ -191,9 +191,15 @@ CREATE TABLE payflow.history_events (
 	to_status text NOT NULL,
 	reason text,
 	actor text NOT NULL,
-	at timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (operation_id, id)
-);
+	at timestamptz NOT NULL DEFAULT now()
+) PARTITION BY RANGE (operation_id);	-- a partition a day (partitions.sql)
+-- No key on the parent: pg_dump restores a day's partition (not the
+-- extension's) with its own indexes, which an index of the parent would
+-- have made already at ATTACH.  Each partition has the default
+-- partition's (partitions.sql); the key holds the partition key, so a
+-- partition's key is unique across the table.
+CREATE TABLE payflow.history_events_default PARTITION OF payflow.history_events DEFAULT;
+ALTER TABLE payflow.history_events_default ADD PRIMARY KEY (operation_id, id);
 
 -- One row per step attempt that ended without success (the operation's row
 -- keeps only the latest attempt of its open step): who ran it, when, and how it ended.
@@ -202,8 +208,8 @@ CREATE TABLE payflow.history_events (
 -- succeeded is the step's step_results row (admin_operation shows it), so the common
 -- path -- every step right the first time -- writes nothing more than
 -- before (0.4.0's bench: the row per success cost 0.8 KB of WAL per
--- operation).  Deleted with its operation (purge) by a statement trigger
--- on payflow.operations.
+-- operation).  Dropped with its day's partition, or deleted with its
+-- operation by purge (partitions.sql).
 CREATE TABLE payflow.step_attempts (
 	operation_id text COLLATE "C" NOT NULL,
 	id bigint GENERATED ALWAYS AS IDENTITY,
@@ -214,9 +220,10 @@ CREATE TABLE payflow.step_attempts (
 	finished_at timestamptz NOT NULL DEFAULT now(),
 	outcome text NOT NULL,		-- SUCCEEDED, RETRY_WAIT, FAILED, lease_expired
 	error jsonb,
-	claim_no smallint,			-- its claim's history number, if that claim moved the status
-	PRIMARY KEY (operation_id, id)
-);
+	claim_no smallint			-- its claim's history number, if that claim moved the status
+) PARTITION BY RANGE (operation_id);	-- a partition a day (partitions.sql; its key: history_events')
+CREATE TABLE payflow.step_attempts_default PARTITION OF payflow.step_attempts DEFAULT;
+ALTER TABLE payflow.step_attempts_default ADD PRIMARY KEY (operation_id, id);
 
 -- Where run_scheduler's sweep of the operations in flight stopped: the id
 -- of the last one it looked at ('': start from the first).  One row.
@@ -320,13 +327,15 @@ INSERT INTO payflow._outbox_cursor DEFAULT VALUES;
 
 -- The "pg" claim-check store.
 CREATE TABLE payflow.payloads (
-	key text COLLATE "C" PRIMARY KEY,
+	key text COLLATE "C" NOT NULL,
 	operation_id text COLLATE "C" NOT NULL,
 	checksum text NOT NULL,			-- "hmac-sha256:<hex>" (content_mac.sql)
 	size bigint NOT NULL,
 	content bytea NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now()
-);
+) PARTITION BY RANGE (key);	-- a partition a day of operations (partitions.sql; its key: history_events')
+CREATE TABLE payflow.payloads_default PARTITION OF payflow.payloads DEFAULT;
+ALTER TABLE payflow.payloads_default ADD PRIMARY KEY (key);
 -- No index on operation_id: every key of an operation starts with
 -- "payments/<id>/", so purge finds them by a range of the primary key.
 

@@ -9,13 +9,13 @@ SELECT plan(78);
 -- schema
 SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
-SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'step_results', 'step_definitions',
-	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'consumed_events', 'dead_letters', 'api_keys',
-	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events', 'tenant_quotas',
+SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'history_events_default', 'step_results', 'step_results_default', 'purge_position', 'step_definitions',
+	'outbox', 'outbox_events', 'outbox_batches', 'outbox_position', 'payloads', 'payloads_default', 'consumed_events', 'dead_letters', 'api_keys',
+	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_attempts_default', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events', 'tenant_quotas',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key', '_content_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
 SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_admin']) r;
-SELECT col_is_pk('payflow', 'step_results', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
+SELECT col_is_pk('payflow', 'step_results_default', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
 SELECT has_view('payflow', 'steps', 'steps is a view of the open steps (in operations) and the steps done');
 SELECT has_view('payflow', 'operation_history', 'operation_history is a view: most changes are rendered from the rows');
 SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');

@@ -61,4 +61,7 @@ SELECT line FROM (
 	UNION ALL
 	SELECT format('destination %s', to_jsonb(d) - 'created_at') FROM payflow.destinations d
 ) fingerprint
+-- a day's partitions (extension/sql/partitions.sql) are data, made and
+-- dropped by purge and by the update, not part of the schema
+WHERE line !~ '_d[0-9]{8}([^0-9]|$)'
 ORDER BY line;

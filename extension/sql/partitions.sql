@@ -1,0 +1,222 @@
+-- payflow: retention by partition (0.5.0, storage v2 phase 4).
+--
+-- The rows that hang off an operation -- step_results, step_attempts,
+-- history_events, and payloads (by key: payments/<id>/...) -- are
+-- partitioned by the day the operation was created.  An id is "pay_" and a
+-- ULID whose first ten characters are its creation time in milliseconds, so
+-- a UTC day's operations are a range of ids (_day_id_floor), and so are
+-- their payloads' keys.  purge() makes the next days' partitions ahead and
+-- drops a past day's partitions whole once its operations are gone, instead
+-- of deleting its rows one by one (a WAL record, a dead tuple and vacuum
+-- work each, and full-page images when the pages were last written before a
+-- checkpoint, as they always are by then).
+--
+-- What does not fit a day:
+-- - an operation the retention rules keep longer (FAILED, kept
+--   retention_failed; one still open; one that ended late in its day): its
+--   rows move to the default partition before the drop, where purge
+--   deletes them with the operation, one by one as before;
+-- - rows written while no partition held their day (before the first
+--   purge, or when purge did not run for days; ids not of payflow's form):
+--   they live in the default partition until their day's partition is made
+--   (which moves them in) or their operation goes.
+-- So between an operation's purge and its day's drop, its rows in the
+-- day's partitions are orphans: every reader joins payflow.operations, so
+-- they show nowhere.
+--
+-- Locks: making a partition ATTACHes it (SHARE UPDATE EXCLUSIVE on the
+-- parent) and takes the default partition's lock to move its strays;
+-- dropping one DETACHes it (ACCESS EXCLUSIVE on the parent, briefly).
+-- Both wait at most lock_timeout_ms (100 ms) and are left for the next
+-- call when a long report or a dump holds the table: purge never queues
+-- the hot path behind a report for longer than that.  Partitions are made
+-- three days ahead, so a purge that is late by two days loses nothing.
+--
+-- Partitions made here are not members of the extension: pg_dump dumps
+-- them (definition and rows) like the tables of the database, attached to
+-- their parent, which the restore's CREATE EXTENSION makes.
+
+-- Where purge's payload pass stopped: the (terminal_at, id) of the last
+-- operation it looked at.  One row; a restore starts it over (a pass again
+-- over what is left finds nothing to delete).
+CREATE TABLE IF NOT EXISTS payflow.purge_position (
+	id boolean PRIMARY KEY DEFAULT true CHECK (id),
+	payloads_terminal_at timestamptz NOT NULL DEFAULT '-infinity',
+	payloads_operation text COLLATE "C" NOT NULL DEFAULT ''
+);
+INSERT INTO payflow.purge_position DEFAULT VALUES ON CONFLICT DO NOTHING;
+REVOKE ALL ON payflow.purge_position FROM PUBLIC;
+GRANT SELECT ON payflow.purge_position TO payflow_admin;	-- as every table (payflow.sql)
+
+-- The smallest id of a UTC day's operations: "pay_" and the day's first
+-- millisecond in the ULID's ten time digits.
+CREATE OR REPLACE FUNCTION payflow._day_id_floor(p_day date) RETURNS text
+	LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+	AS $$
+	SELECT 'pay_' || string_agg(substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ',
+									   ((ms >> (5 * (9 - i))) & 31)::integer + 1, 1), '' ORDER BY i)
+	  FROM (SELECT (extract(epoch FROM p_day::timestamp) * 1000)::bigint AS ms) t,
+		   generate_series(0, 9) i
+$$;
+
+-- The tables partitioned by day, and what their partition key holds before
+-- the operation id.
+CREATE OR REPLACE FUNCTION payflow._day_partitioned(OUT parent text, OUT key_prefix text)
+	RETURNS SETOF record
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	VALUES ('step_results', ''), ('step_attempts', ''), ('history_events', ''), ('payloads', 'payments/')
+$$;
+
+-- The day partitions that exist, by their names (<parent>_dYYYYMMDD).
+CREATE OR REPLACE FUNCTION payflow._day_partitions(OUT parent text, OUT day date, OUT name text)
+	RETURNS SETOF record
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT t.parent,
+		   CASE WHEN c.relname ~ ('^' || t.parent || '_d[0-9]{8}$') THEN to_date(right(c.relname, 8), 'YYYYMMDD') END,
+		   c.relname::text
+	  FROM payflow._day_partitioned() t
+	  JOIN pg_catalog.pg_inherits i ON i.inhparent = ('payflow.' || t.parent)::regclass
+	  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+	 WHERE c.relname ~ ('^' || t.parent || '_d[0-9]{8}$')
+$$;
+
+-- Makes one day's partition of a parent, moving in the rows of that day
+-- the default partition holds.  False when it exists already.
+CREATE OR REPLACE FUNCTION payflow._make_day_partition(p_parent text, p_key_prefix text, p_day date)
+	RETURNS boolean
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_name text := format('%s_d%s', p_parent, to_char(p_day, 'YYYYMMDD'));
+	v_key text := CASE WHEN p_key_prefix = '' THEN 'operation_id' ELSE 'key' END;
+	v_low text := p_key_prefix || payflow._day_id_floor(p_day);
+	v_high text := p_key_prefix || payflow._day_id_floor(p_day + 1);
+BEGIN
+	IF to_regclass(format('payflow.%I', v_name)) IS NOT NULL THEN
+		RETURN false;
+	END IF;
+	-- the default partition's indexes: the parent has none (tables.sql)
+	EXECUTE format('CREATE TABLE payflow.%I (LIKE payflow.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING INDEXES)',
+				   v_name, p_parent || '_default');
+	-- the parent's owner's, whoever makes it: purge (SECURITY DEFINER, as
+	-- the owner) drops it later
+	EXECUTE format('ALTER TABLE payflow.%I OWNER TO %I', v_name,
+				   (SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c
+					 WHERE c.oid = ('payflow.' || p_parent)::regclass));
+	-- ATTACH scans the default partition for rows of the new range and
+	-- fails if it finds one: move them first, under the lock ATTACH takes.
+	EXECUTE format('LOCK TABLE payflow.%I IN ACCESS EXCLUSIVE MODE', p_parent || '_default');
+	EXECUTE format('WITH moved AS (DELETE FROM payflow.%1$I WHERE %2$I >= $1 AND %2$I < $2 RETURNING *)'
+				   ' INSERT INTO payflow.%3$I SELECT * FROM moved', p_parent || '_default', v_key, v_name)
+		USING v_low, v_high;
+	EXECUTE format('ALTER TABLE payflow.%I ATTACH PARTITION payflow.%I FOR VALUES FROM (%L) TO (%L)',
+				   p_parent, v_name, v_low, v_high);
+	RETURN true;
+END
+$$;
+
+-- Drops one day's partition of a parent, after moving the rows of the
+-- operations in p_keep to the default partition.  Returns the rows moved.
+CREATE OR REPLACE FUNCTION payflow._drop_day_partition(p_parent text, p_name text, p_keep text[])
+	RETURNS bigint
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_moved bigint := 0;
+BEGIN
+	EXECUTE format('ALTER TABLE payflow.%I DETACH PARTITION payflow.%I', p_parent, p_name);
+	IF cardinality(p_keep) > 0 THEN
+		-- detached, its range is the default partition's now
+		EXECUTE format('INSERT INTO payflow.%I %s SELECT * FROM payflow.%I WHERE operation_id = ANY ($1)',
+					   p_parent, CASE WHEN p_parent = 'step_attempts' THEN 'OVERRIDING SYSTEM VALUE' ELSE '' END,
+					   p_name)
+			USING p_keep;
+		GET DIAGNOSTICS v_moved = ROW_COUNT;
+	END IF;
+	EXECUTE format('DROP TABLE payflow.%I', p_name);
+	RETURN v_moved;
+END
+$$;
+
+-- purge()'s partition work: today's and the next three days' partitions
+-- made; past days dropped whose operations are gone but for at most
+-- max_rows kept ones.  A day's payloads go once retention_payloads (or
+-- retention_completed, if shorter) passed its end, keeping those of the
+-- operations that did not end COMPLETED or CANCELLED that long ago; its
+-- other rows once retention_completed passed its end and purge deleted
+-- every operation of it past its retention.  Returns {"made", "dropped",
+-- "rowsMoved", "busy"}: busy counts what a lock held by someone else put
+-- off to the next call.
+CREATE OR REPLACE FUNCTION payflow._purge_partitions(max_rows integer) RETURNS jsonb
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	t record;
+	v_today date := (now() AT TIME ZONE 'UTC')::date;
+	v_lock_timeout text := current_setting('lock_timeout');
+	v_made integer := 0;
+	v_dropped integer := 0;
+	v_moved bigint := 0;
+	v_busy integer := 0;
+	v_low text;
+	v_high text;
+	v_end timestamptz;
+	v_keep text[];
+BEGIN
+	PERFORM set_config('lock_timeout', '100ms', true);
+	FOR t IN SELECT p.parent, p.key_prefix, v_today + n AS day
+			   FROM payflow._day_partitioned() p, generate_series(0, 3) n
+			  ORDER BY n, p.parent
+	LOOP
+		BEGIN
+			IF payflow._make_day_partition(t.parent, t.key_prefix, t.day) THEN
+				v_made := v_made + 1;
+			END IF;
+		EXCEPTION WHEN lock_not_available THEN
+			v_busy := v_busy + 1;
+		END;
+	END LOOP;
+
+	FOR t IN SELECT p.parent, p.day, p.name FROM payflow._day_partitions() p WHERE p.day < v_today ORDER BY p.day, p.parent
+	LOOP
+		v_low := payflow._day_id_floor(t.day);
+		v_high := payflow._day_id_floor(t.day + 1);
+		v_end := (t.day + 1)::timestamp AT TIME ZONE 'UTC';
+		IF t.parent = 'payloads' THEN
+			CONTINUE WHEN v_end >= now() - least(payflow._seconds('retention_payloads'),
+												 payflow._seconds('retention_completed'));
+			v_keep := ARRAY(SELECT o.id FROM payflow.operations o
+							 WHERE o.id >= v_low AND o.id < v_high
+							   AND NOT (o.status IN ('COMPLETED', 'CANCELLED')
+										AND o.terminal_at < now() - payflow._seconds('retention_payloads'))
+							 LIMIT max_rows + 1);
+		ELSE
+			CONTINUE WHEN v_end >= now() - payflow._seconds('retention_completed');
+			-- purge's pass over operations deletes them first
+			CONTINUE WHEN EXISTS (SELECT FROM payflow.operations o
+								   WHERE o.id >= v_low AND o.id < v_high
+									 AND o.terminal_at < now() - CASE WHEN o.status = 'FAILED'
+																	  THEN payflow._seconds('retention_failed')
+																	  ELSE payflow._seconds('retention_completed') END);
+			v_keep := ARRAY(SELECT o.id FROM payflow.operations o WHERE o.id >= v_low AND o.id < v_high
+							 LIMIT max_rows + 1);
+		END IF;
+		-- a day with more to keep than a call moves waits until they go
+		CONTINUE WHEN cardinality(v_keep) > max_rows;
+		BEGIN
+			v_moved := v_moved + payflow._drop_day_partition(t.parent, t.name, v_keep);
+			v_dropped := v_dropped + 1;
+		EXCEPTION WHEN lock_not_available THEN
+			v_busy := v_busy + 1;
+		END;
+	END LOOP;
+	PERFORM set_config('lock_timeout', v_lock_timeout, true);
+	RETURN jsonb_build_object('made', v_made, 'dropped', v_dropped, 'rowsMoved', v_moved, 'busy', v_busy);
+END
+$$;
+
+REVOKE ALL ON FUNCTION payflow._day_id_floor(date), payflow._day_partitioned(), payflow._day_partitions(),
+	payflow._make_day_partition(text, text, date), payflow._drop_day_partition(text, text, text[]),
+	payflow._purge_partitions(integer) FROM PUBLIC;

@@ -1,0 +1,129 @@
+-- Retention by partition (partitions.sql): purge makes a partition a day
+-- ahead and drops a past day's partitions whole once its operations are
+-- gone; the operations the rules keep longer (FAILED, still open) move to
+-- the default partition first and lose nothing: their history, steps and
+-- payloads read the same before and after, and an open one goes on.
+--
+-- Operations of past days are made by moving today's to a past day: their
+-- ids (and keys) get that day's time digits, as if submitted then.
+CREATE FUNCTION pf_to_day(p_op text, p_day date) RETURNS text
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_new text := payflow._day_id_floor(p_day) || right(p_op, 16);
+BEGIN
+	UPDATE payflow.operations
+	   SET id = v_new, created_at = p_day + time '12:00',
+		   request_ref = jsonb_set(request_ref, '{key}', to_jsonb(replace(request_ref ->> 'key', p_op, v_new)))
+	 WHERE id = p_op;
+	UPDATE payflow.step_results SET operation_id = v_new WHERE operation_id = p_op;
+	UPDATE payflow.step_attempts SET operation_id = v_new WHERE operation_id = p_op;
+	UPDATE payflow.history_events SET operation_id = v_new WHERE operation_id = p_op;
+	UPDATE payflow.payloads SET operation_id = v_new, key = replace(key, p_op, v_new) WHERE operation_id = p_op;
+	RETURN v_new;
+END
+$$;
+-- where an operation's rows are: partition and count, per table
+CREATE FUNCTION pf_rows_of(p_op text) RETURNS text
+	LANGUAGE sql
+	AS $$
+	SELECT coalesce(string_agg(format('%s %s', regexp_replace(t, '_d[0-9]{8}$', '_<day>'), n), ', ' ORDER BY t), 'none')
+	  FROM (SELECT tableoid::regclass::text AS t, count(*) AS n FROM payflow.step_results WHERE operation_id = p_op GROUP BY 1
+			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.step_attempts WHERE operation_id = p_op GROUP BY 1
+			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.history_events WHERE operation_id = p_op GROUP BY 1
+			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.payloads WHERE operation_id = p_op GROUP BY 1) r
+$$;
+CREATE FUNCTION pf_seen(p_op text) RETURNS text
+	LANGUAGE sql
+	AS $$
+	SELECT (SELECT string_agg(format('%s>%s %s', h.from_status, h.to_status, h.reason), '; ' ORDER BY h.at, h.reason)
+			  FROM payflow.history(p_op) h)
+		   || ' | ' || (SELECT string_agg(format('%s %s %s', s.step_name, s.status, s.attempt), '; ' ORDER BY s.step_name)
+						  FROM payflow.steps s WHERE s.operation_id = p_op)
+$$;
+SELECT (now() AT TIME ZONE 'UTC')::date - 20 AS day \gset
+
+-- a past day's partitions, made as purge makes them; and the day bounds
+SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day')) AS made
+  FROM payflow._day_partitioned() p;
+SELECT count(*) AS again FROM payflow._day_partitioned() p
+ WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day');
+SELECT payflow._day_id_floor('1970-01-01') AS epoch, payflow._day_id_floor('2026-12-06') AS a_day,
+	   payflow._day_id_floor('2026-12-06') < payflow._day_id_floor('2026-12-07') AS ordered;
+
+-- On that day: A completed, B failed for good, C's first step still running.
+SELECT payflow.submit('pt-a', '{"amount": 1}') AS a, payflow.submit('pt-b', '{"amount": 2}') AS b,
+	   payflow.submit('pt-c', '{"amount": 3}') AS c \gset
+SELECT count(payflow.claim_step(:'a', s, 'w')) + count(payflow.complete_step(:'a', s, 'w', '{"ok": true}')) AS a_steps
+  FROM unnest(ARRAY['PROCESS_PAYMENT', 'POST_PROCESS', 'CREATE_INVOICE']) s;
+SELECT payflow.claim_step(:'b', 'PROCESS_PAYMENT', 'w') ->> 'action' AS b_claim,
+	   payflow.fail_step(:'b', 'PROCESS_PAYMENT', 'w', '{"code": "declined"}', false) ->> 'action' AS b_failed;
+SELECT payflow.claim_step(:'c', 'PROCESS_PAYMENT', 'w-c') ->> 'leaseToken' AS c_token \gset
+SELECT pf_to_day(:'a', :'day') AS a, pf_to_day(:'b', :'day') AS b, pf_to_day(:'c', :'day') AS c \gset
+SELECT status, pf_rows_of(id) AS rows FROM payflow.operations WHERE id IN (:'a', :'b', :'c') ORDER BY payment_id;
+SELECT pf_seen(:'b') AS b_before \gset
+SELECT pf_seen(:'c') AS c_before \gset
+-- A and B ended nineteen days ago: A is past retention_completed, B
+-- (FAILED) not past retention_failed
+UPDATE payflow.operations SET terminal_at = now() - interval '19 days' WHERE id IN (:'a', :'b');
+
+-- One purge: A's row goes (its rows with the day), the day is dropped,
+-- B's and C's rows move to the default partitions first.
+SELECT p -> 'operations' AS operations, p -> 'partitions' -> 'dropped' AS dropped,
+	   p -> 'partitions' -> 'rowsMoved' AS moved, p -> 'partitions' -> 'busy' AS busy
+  FROM payflow.purge() p;
+SELECT count(*) AS day_left FROM payflow._day_partitions() WHERE day = :'day';
+SELECT id = :'b' AS b, status, pf_rows_of(id) AS rows FROM payflow.operations WHERE id IN (:'a', :'b', :'c')
+ ORDER BY payment_id;
+SELECT pf_rows_of(:'a') AS a_rows;
+SELECT pf_seen(:'b') = :'b_before' AS b_reads_the_same, pf_seen(:'c') = :'c_before' AS c_reads_the_same;
+SELECT length(payflow.payload_get(request_ref)) > 0 AS b_request_kept FROM payflow.operations WHERE id = :'b';
+SELECT sqlstate, regexp_replace(message, 'pay_\w+', 'pay_<id>') AS message
+  FROM pf_try(format($$SELECT payflow.status(%L)$$, :'a'));
+-- C goes on: its step completes, and its next one is claimed
+SELECT payflow.complete_step(:'c', 'PROCESS_PAYMENT', 'w-c', '{"ok": true}', lease_token => :'c_token') ->> 'status' AS c_done;
+SELECT payflow.claim_step(:'c', 'POST_PROCESS', 'w-c') ->> 'action' AS c_next;
+SELECT pf_rows_of(:'c') AS c_rows;
+-- B can be replayed: it goes on from its failed step, its new rows in the
+-- default partition
+SELECT payflow.replay(:'b') AS replayed;
+SELECT status, pf_rows_of(id) AS rows FROM payflow.operations WHERE id = :'b';
+
+-- A day is kept while an operation of it is past retention but not yet
+-- purged (purge deletes them first), and while it holds more operations to
+-- keep than one call moves.
+SELECT (now() AT TIME ZONE 'UTC')::date - 21 AS day2 \gset
+SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day2')) AS made
+  FROM payflow._day_partitioned() p;
+SELECT payflow.submit('pt-d', '{}') AS d, payflow.submit('pt-e', '{}') AS e \gset
+SELECT pf_to_day(:'d', :'day2') AS d, pf_to_day(:'e', :'day2') AS e \gset
+SELECT p -> 'partitions' -> 'dropped' AS dropped FROM payflow.purge(1) p;
+SELECT count(*) AS day2_kept FROM payflow._day_partitions() WHERE day = :'day2';
+SELECT p -> 'partitions' -> 'dropped' AS dropped, p -> 'partitions' -> 'rowsMoved' AS moved FROM payflow.purge(2) p;
+SELECT count(*) AS day2_left FROM payflow._day_partitions() WHERE day = :'day2';
+SELECT pf_rows_of(:'d') AS d_rows;
+
+-- Rows written while no partition held their day wait in the default
+-- partition; making the day's partition moves them in.
+SELECT (now() AT TIME ZONE 'UTC')::date - 2 AS day3 \gset
+SELECT payflow.submit('pt-f', '{}') AS f \gset
+SELECT pf_to_day(:'f', :'day3') AS f \gset
+SELECT pf_rows_of(:'f') AS f_rows_before;
+SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day3')) AS made
+  FROM payflow._day_partitioned() p;
+SELECT pf_rows_of(:'f') AS f_rows_after;
+SELECT length(payflow.payload_get(request_ref)) > 0 AS f_request_readable FROM payflow.operations WHERE id = :'f';
+
+-- purge makes today's and the next three days' partitions
+SELECT p -> 'partitions' -> 'busy' AS busy FROM payflow.purge() p;
+SELECT count(*) AS ahead FROM payflow._day_partitions()
+ WHERE day BETWEEN (now() AT TIME ZONE 'UTC')::date AND (now() AT TIME ZONE 'UTC')::date + 3;
+SELECT count(*) AS beyond FROM payflow._day_partitions() WHERE day > (now() AT TIME ZONE 'UTC')::date + 3;
+-- they are not the extension's (pg_dump keeps them with their rows); the
+-- default partitions are, and marked for pg_dump (where payflow is an
+-- extension: the plain SQL install's tables are all dumped)
+SELECT count(*) AS members FROM payflow._day_partitions() p
+  JOIN pg_depend d ON d.objid = ('payflow.' || p.name)::regclass AND d.deptype = 'e';
+SELECT NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'payflow')
+	   OR (SELECT count(*) FROM pg_extension x, unnest(x.extconfig) c
+			WHERE x.extname = 'payflow' AND c::regclass::text ~ '_default$') = 4 AS defaults_dumped;

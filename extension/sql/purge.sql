@@ -62,39 +62,48 @@ BEGIN
 	)
 	SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM ops) INTO v_payloads, v_payload_ops;
 
-	WITH ops AS (
-		SELECT id FROM payflow.operations
-		 WHERE terminal_at IS NOT NULL
-		   AND terminal_at < now() - CASE WHEN status = 'FAILED'
+	-- The operations past retention, deleted without a row lock first (a
+	-- lock is a WAL record an operation, 54 bytes, and the first change of
+	-- its page since the checkpoint: the page's image): the delete checks
+	-- the retention again on the row it deletes, so one replayed or changed
+	-- meanwhile stays, and what goes with an operation goes by the ids the
+	-- delete returned.
+	WITH gone AS (
+		DELETE FROM payflow.operations o
+		 WHERE o.id IN (SELECT f.id FROM payflow.operations f
+						 WHERE f.terminal_at IS NOT NULL
+						   AND f.terminal_at < now() - CASE WHEN f.status = 'FAILED'
+														  THEN payflow._seconds('retention_failed')
+														  ELSE payflow._seconds('retention_completed') END
+						 ORDER BY f.terminal_at LIMIT max_rows)
+		   AND o.terminal_at < now() - CASE WHEN o.status = 'FAILED'
 										  THEN payflow._seconds('retention_failed')
 										  ELSE payflow._seconds('retention_completed') END
-		 ORDER BY terminal_at LIMIT max_rows
-		   FOR UPDATE SKIP LOCKED
+		RETURNING o.id
 	-- an operation's rows in a day's partition go with their day; those
 	-- of the default partition go here
 	), del_steps AS (
-		DELETE FROM payflow.step_results_default c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.step_results_default c USING gone WHERE c.operation_id = gone.id
 	), del_attempts AS (
-		DELETE FROM payflow.step_attempts_default c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.step_attempts_default c USING gone WHERE c.operation_id = gone.id
 	), del_history AS (
-		DELETE FROM payflow.history_events_default c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.history_events_default c USING gone WHERE c.operation_id = gone.id
 	), del_payloads AS (
 		-- "0" follows "/": the range holds exactly the keys under payments/<id>/
-		DELETE FROM payflow.payloads_default c USING ops
-		 WHERE c.key >= payflow._payload_key(ops.id, '') AND c.key < payflow._payload_keys_end(ops.id)
+		DELETE FROM payflow.payloads_default c USING gone
+		 WHERE c.key >= payflow._payload_key(gone.id, '') AND c.key < payflow._payload_keys_end(gone.id)
 	), del_dead AS (
-		DELETE FROM payflow.dead_letters c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.dead_letters c USING gone WHERE c.operation_id = gone.id
 	), del_events AS (
-		DELETE FROM payflow.operation_events c USING ops WHERE c.operation_id = ops.id
+		DELETE FROM payflow.operation_events c USING gone WHERE c.operation_id = gone.id
 	), del_log AS (
 		-- the log's terminal events (operation-events), kept with their
 		-- operation for the webhook check; long published by now
-		DELETE FROM payflow.outbox_events c USING ops
-		 WHERE c.operation_id = ops.id
+		DELETE FROM payflow.outbox_events c USING gone
+		 WHERE c.operation_id = gone.id
 		   AND c.seq < (SELECT p.done_below FROM payflow.outbox_position p)
 	)
-	DELETE FROM payflow.operations o USING ops WHERE o.id = ops.id;
-	GET DIAGNOSTICS v_operations = ROW_COUNT;
+	SELECT count(*) INTO v_operations FROM gone;
 
 	v_partitions := payflow._purge_partitions(max_rows);
 

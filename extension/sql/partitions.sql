@@ -107,6 +107,11 @@ BEGIN
 					 WHERE c.oid = ('payflow.' || p_parent)::regclass));
 	-- ATTACH scans the default partition for rows of the new range and
 	-- fails if it finds one: move them first, under the lock ATTACH takes.
+	-- Writers of the table wait meanwhile (SHARE ROW EXCLUSIVE on the
+	-- parent, a few milliseconds a day): one that had routed a row of
+	-- this day to the default partition before the ATTACH would fail its
+	-- partition check after it (isolation spec partition_races).
+	EXECUTE format('LOCK TABLE payflow.%I IN SHARE ROW EXCLUSIVE MODE', p_parent);
 	EXECUTE format('LOCK TABLE payflow.%I IN ACCESS EXCLUSIVE MODE', p_parent || '_default');
 	EXECUTE format('WITH moved AS (DELETE FROM payflow.%1$I WHERE %2$I >= $1 AND %2$I < $2 RETURNING *)'
 				   ' INSERT INTO payflow.%3$I SELECT * FROM moved', p_parent || '_default', v_key, v_name)

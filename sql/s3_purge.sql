@@ -21,6 +21,14 @@ SELECT replace(replace(replace(u.object_key, :'op_live', '<live>'), :'op_done', 
          'elsewhere/x.json']) u
  ORDER BY 1;
 
+-- an operation past the payload retention is purged by the rule, marked or not
+-- (purge marks only the operations whose request is in S3)
+SELECT payflow.cancel(payflow.submit('s3p-old', '{"amount": 3}')) IS NOT NULL AS cancelled;
+UPDATE payflow.operations SET terminal_at = now() - interval '2 days' WHERE payment_id = 's3p-old';
+SELECT u.reason FROM payflow.operations o,
+	   payflow.s3_unretained_keys(ARRAY['payments/' || o.id || '/payment-result.attempt-1.json']) u
+ WHERE o.payment_id = 's3p-old';
+
 -- once the referencing operation's payloads are purged, its request goes too
 UPDATE payflow.operations SET payloads_purged_at = now() WHERE id = :'op_ref';
 SELECT reason FROM payflow.s3_unretained_keys(ARRAY['requests/sha256-' || repeat('a', 64) || '.json']);

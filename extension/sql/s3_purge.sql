@@ -70,7 +70,12 @@ BEGIN
 	)
 	SELECT p.key, CASE WHEN o.id IS NULL THEN 'unknown_operation' ELSE 'payloads_purged' END
 	  FROM page p LEFT JOIN payflow.operations o ON o.id = p.operation_id
-	 WHERE p.operation_id IS NOT NULL AND (o.id IS NULL OR o.payloads_purged_at IS NOT NULL)
+	 WHERE p.operation_id IS NOT NULL
+	   AND (o.id IS NULL OR o.payloads_purged_at IS NOT NULL
+			-- past the payload retention: purge marks only the S3 requests'
+			-- operations (partitions.sql), the rule says it for every one
+			OR (o.status IN ('COMPLETED', 'CANCELLED')
+				AND o.terminal_at < now() - payflow._seconds('retention_payloads')))
 	UNION ALL
 	SELECT p.key, 'unreferenced'
 	  FROM page p

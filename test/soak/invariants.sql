@@ -66,13 +66,28 @@ UNION ALL
 SELECT 'invoice not keyed <operation>:create_invoice', array_agg(operation_id)
   FROM soak.invoices WHERE idempotency_key IS DISTINCT FROM operation_id || ':create_invoice'
 UNION ALL
+-- (purge deletes payloads row by row in the default partition; a day's
+-- partition goes whole once retention_payloads passed the day's end,
+-- extension/sql/partitions.sql, and its rows show nowhere meanwhile)
 SELECT 'payload left behind by purge (completed or cancelled operation)', array_agg(DISTINCT p.operation_id)
-  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+  FROM payflow.payloads_default p JOIN payflow.operations o ON o.id = p.operation_id
  WHERE o.status IN ('COMPLETED', 'CANCELLED')
    AND o.terminal_at < now() - current_setting('payflow.retention_payloads')::interval
 UNION ALL
+SELECT 'payload past its retention still readable', array_agg(DISTINCT p.operation_id)
+  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+ WHERE o.status IN ('COMPLETED', 'CANCELLED')
+   AND o.terminal_at < now() - current_setting('payflow.retention_payloads')::interval
+   AND payflow._payloads_kept(o.id)
+UNION ALL
 SELECT 'payload of no operation (orphan)', array_agg(DISTINCT p.operation_id)
-  FROM payflow.payloads p WHERE NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = p.operation_id)
+  FROM payflow.payloads_default p WHERE NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = p.operation_id)
+UNION ALL
+SELECT 'day partition of payloads purge should have dropped', array_agg(d.name)
+  FROM payflow._day_partitions() d
+ WHERE d.parent = 'payloads'
+   AND (d.day + 1)::timestamp AT TIME ZONE 'UTC' < now() - current_setting('payflow.retention_payloads')::interval
+					- interval '1 day'
 UNION ALL
 SELECT 'event left in the outbox', array_agg(operation_id) FROM payflow.outbox
 UNION ALL

@@ -60,6 +60,9 @@ pf_psql -d pf_v030 -qc "CREATE EXTENSION payflow VERSION '0.3.0'" >/dev/null
 pf_released_install 0.4.1 "$released_dir" || { echo "the step engine bench needs 0.4.1's released commit (extension/released-versions)"; exit 1; }
 pf_psql -d pf_v041 -qc "CREATE EXTENSION payflow VERSION '0.4.1'" >/dev/null
 pf_psql -d pf_v040 -qc "CREATE EXTENSION payflow" >/dev/null
+# its days' partitions, as purge makes them in production (0.5.0,
+# partitions.sql): the rounds write into today's
+pf_psql -d pf_v040 -qc "SELECT payflow.purge()" >/dev/null
 echo "== step engine: database work per operation ($OPS operations a round, $ROUNDS rounds, payflow $(pf_psql -d pf_v040 -Atqc "SELECT extversion FROM pg_extension WHERE extname = 'payflow'") vs 0.3.0)"
 
 declare -A CPU COMMITS WAL

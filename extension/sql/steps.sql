@@ -226,6 +226,7 @@ $$;
 -- key under payments/<id>/ (22023 otherwise, P0002/PF005 as payload_get).
 CREATE OR REPLACE FUNCTION payflow._require_own_ref(p_operation_id text, p_ref jsonb) RETURNS void
 	LANGUAGE plpgsql STABLE
+	SET plan_cache_mode = force_generic_plan	-- as payload_get (payloads.sql)
 	AS $$
 DECLARE
 	p payflow.payloads;

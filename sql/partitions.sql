@@ -114,11 +114,11 @@ SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix
 SELECT pf_rows_of(:'f') AS f_rows_after;
 SELECT length(payflow.payload_get(request_ref)) > 0 AS f_request_readable FROM payflow.operations WHERE id = :'f';
 
--- purge makes today's and the next three days' partitions
+-- purge makes today's and tomorrow's partitions
 SELECT p -> 'partitions' -> 'busy' AS busy FROM payflow.purge() p;
 SELECT count(*) AS ahead FROM payflow._day_partitions()
- WHERE day BETWEEN (now() AT TIME ZONE 'UTC')::date AND (now() AT TIME ZONE 'UTC')::date + 3;
-SELECT count(*) AS beyond FROM payflow._day_partitions() WHERE day > (now() AT TIME ZONE 'UTC')::date + 3;
+ WHERE day BETWEEN (now() AT TIME ZONE 'UTC')::date AND (now() AT TIME ZONE 'UTC')::date + 1;
+SELECT count(*) AS beyond FROM payflow._day_partitions() WHERE day > (now() AT TIME ZONE 'UTC')::date + 1;
 -- they are not the extension's (pg_dump keeps them with their rows); the
 -- default partitions are, and marked for pg_dump (where payflow is an
 -- extension: the plain SQL install's tables are all dumped)

@@ -315,7 +315,7 @@ BEGIN
 	FOR t IN SELECT p.parent, p.key_prefix, d.day
 			   FROM payflow._day_partitioned() p,
 					(SELECT DISTINCT (o.created_at AT TIME ZONE 'UTC')::date AS day FROM payflow.operations o
-					 UNION SELECT (now() AT TIME ZONE 'UTC')::date + n FROM generate_series(0, 3) n) d
+					 UNION SELECT (now() AT TIME ZONE 'UTC')::date + n FROM generate_series(0, 1) n) d
 			  ORDER BY d.day, p.parent
 	LOOP
 		IF payflow._make_day_partition(t.parent, t.key_prefix, t.day) THEN

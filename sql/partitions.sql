@@ -127,3 +127,7 @@ SELECT count(*) AS members FROM payflow._day_partitions() p
 SELECT NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'payflow')
 	   OR (SELECT count(*) FROM pg_extension x, unnest(x.extconfig) c
 			WHERE x.extname = 'payflow' AND c::regclass::text ~ '_default$') = 4 AS defaults_dumped;
+-- metrics() tells whether purge keeps the partitions made
+SELECT (r ->> 'daysAhead')::int AS days_ahead, (r ->> 'dayPartitions')::int >= 2 AS partitions_counted,
+	   (r ->> 'defaultPartitionRows')::bigint >= 0 AS default_rows_estimated
+  FROM (SELECT payflow.metrics() -> 'retention' AS r) m;

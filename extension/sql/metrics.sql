@@ -117,6 +117,19 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 					   'open', count(*) FILTER (WHERE replayed_at IS NULL),
 					   'lastHour', count(*) FILTER (WHERE updated_at > now() - interval '1 hour'))
 			  FROM payflow.webhook_failures),
+		-- retention by partition (partitions.sql): daysAhead below 1 or
+		-- defaultPartitionRows growing says purge has not run
+		'retention', (
+			SELECT jsonb_build_object(
+					   'dayPartitions', count(DISTINCT d.day),
+					   'daysAhead', coalesce(max(d.day) - (now() AT TIME ZONE 'UTC')::date, -1),
+					   'oldestDayAgeDays', coalesce((now() AT TIME ZONE 'UTC')::date - min(d.day), 0),
+					   -- the planner's estimate: no scan
+					   'defaultPartitionRows', (SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint
+												  FROM payflow._day_partitioned() t
+												  JOIN pg_catalog.pg_class c
+													ON c.oid = ('payflow.' || t.parent || '_default')::regclass))
+			  FROM payflow._day_partitions() d),
 		-- an array: tenants are data, not metric names (/metrics leaves arrays out)
 		'tenantQuotas', (
 			SELECT coalesce(jsonb_agg(jsonb_build_object('tenant', q.tenant, 'maxOpen', q.max_open,

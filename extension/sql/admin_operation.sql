@@ -62,7 +62,7 @@ BEGIN
 					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
 			  FROM payflow.payloads p
 			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)
-			   AND payflow._payloads_kept(o.id)),
+			   AND NOT payflow._payloads_past_retention(o.status, o.terminal_at)),
 		'events', (
 			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
 			  FROM (SELECT p.published_at AS at, jsonb_build_object(

@@ -56,14 +56,15 @@ REVOKE ALL ON payflow.purge_position FROM PUBLIC;
 GRANT SELECT ON payflow.purge_position TO payflow_admin;	-- as every table (payflow.sql)
 
 -- The smallest id of a UTC day's operations: "pay_" and the day's first
--- millisecond in the ULID's ten time digits.
+-- millisecond in the ULID's ten time digits (admin.sql's id floor, without
+-- its random part).  PL/pgSQL: admin.sql comes later in the install
+-- script, and a SQL function's body is checked when it is made.
 CREATE OR REPLACE FUNCTION payflow._day_id_floor(p_day date) RETURNS text
-	LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+	LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 	AS $$
-	SELECT 'pay_' || string_agg(substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ',
-									   ((ms >> (5 * (9 - i))) & 31)::integer + 1, 1), '' ORDER BY i)
-	  FROM (SELECT (extract(epoch FROM p_day::timestamp) * 1000)::bigint AS ms) t,
-		   generate_series(0, 9) i
+BEGIN
+	RETURN left(payflow._admin_id_floor(p_day::timestamp AT TIME ZONE 'UTC'), 14);
+END
 $$;
 
 -- The tables partitioned by day, and what their partition key holds before
@@ -141,9 +142,9 @@ BEGIN
 	EXECUTE format('ALTER TABLE payflow.%I DETACH PARTITION payflow.%I', p_parent, p_name);
 	IF cardinality(p_keep) > 0 THEN
 		-- detached, its range is the default partition's now
-		EXECUTE format('INSERT INTO payflow.%I %s SELECT * FROM payflow.%I WHERE operation_id = ANY ($1)',
-					   p_parent, CASE WHEN p_parent = 'step_attempts' THEN 'OVERRIDING SYSTEM VALUE' ELSE '' END,
-					   p_name)
+		-- (the rows keep their ids: step_attempts' is an identity column)
+		EXECUTE format('INSERT INTO payflow.%I OVERRIDING SYSTEM VALUE SELECT * FROM payflow.%I'
+					   ' WHERE operation_id = ANY ($1)', p_parent, p_name)
 			USING p_keep;
 		GET DIAGNOSTICS v_moved = ROW_COUNT;
 	END IF;
@@ -201,17 +202,14 @@ BEGIN
 												 payflow._seconds('retention_completed'));
 			v_keep := ARRAY(SELECT o.id FROM payflow.operations o
 							 WHERE o.id >= v_low AND o.id < v_high
-							   AND NOT (o.status IN ('COMPLETED', 'CANCELLED')
-										AND o.terminal_at < now() - payflow._seconds('retention_payloads'))
+							   AND NOT payflow._payloads_past_retention(o.status, o.terminal_at)
 							 LIMIT max_rows + 1);
 		ELSE
 			CONTINUE WHEN v_end >= now() - payflow._seconds('retention_completed');
 			-- purge's pass over operations deletes them first
 			CONTINUE WHEN EXISTS (SELECT FROM payflow.operations o
 								   WHERE o.id >= v_low AND o.id < v_high
-									 AND o.terminal_at < now() - CASE WHEN o.status = 'FAILED'
-																	  THEN payflow._seconds('retention_failed')
-																	  ELSE payflow._seconds('retention_completed') END);
+									 AND payflow._operation_past_retention(o.status, o.terminal_at));
 			v_keep := ARRAY(SELECT o.id FROM payflow.operations o WHERE o.id >= v_low AND o.id < v_high
 							 LIMIT max_rows + 1);
 		END IF;

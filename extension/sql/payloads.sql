@@ -53,18 +53,17 @@ BEGIN
 END
 $$;
 
--- Whether an operation's payloads are still kept: the operation exists and
--- did not end COMPLETED or CANCELLED more than retention_payloads ago.
--- The rule, not the rows, says what is purged: a payload past it may stay
--- in its day's partition until purge drops the day (partitions.sql), and
--- shows nowhere meanwhile.
-CREATE OR REPLACE FUNCTION payflow._payloads_kept(p_operation_id text) RETURNS boolean
+-- Whether an operation's payloads are purged: it ended COMPLETED or
+-- CANCELLED more than retention_payloads ago.  The rule, not the rows, says
+-- what is purged: a payload past it may stay in its day's partition until
+-- purge drops the day (partitions.sql), and shows nowhere meanwhile.  A
+-- plain expression, inlined into the statements that use it (payload_get,
+-- purge, the admin's view, s3_unretained_keys), whose plans are kept.
+CREATE OR REPLACE FUNCTION payflow._payloads_past_retention(p_status text, p_terminal_at timestamptz)
+	RETURNS boolean
 	LANGUAGE sql STABLE
 	AS $$
-	SELECT EXISTS (SELECT FROM payflow.operations o
-					WHERE o.id = p_operation_id
-					  AND NOT (o.status IN ('COMPLETED', 'CANCELLED')
-							   AND o.terminal_at < now() - payflow._seconds('retention_payloads')))
+	SELECT p_status IN ('COMPLETED', 'CANCELLED') AND p_terminal_at < now() - payflow._seconds('retention_payloads')
 $$;
 
 -- Reads a payload of the "pg" store, verifying its checksum (PF005).
@@ -88,12 +87,9 @@ BEGIN
 	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
 	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 76);
 	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
-	-- (_payloads_kept's rule, here with a plan kept)
 	IF NOT FOUND
 	   OR NOT EXISTS (SELECT FROM payflow.operations o
-					   WHERE o.id = p.operation_id
-						 AND NOT (o.status IN ('COMPLETED', 'CANCELLED')
-								  AND o.terminal_at < now() - payflow._seconds('retention_payloads'))) THEN
+					   WHERE o.id = p.operation_id AND NOT payflow._payloads_past_retention(o.status, o.terminal_at)) THEN
 		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
 			USING ERRCODE = 'no_data_found',
 				  DETAIL = 'It may have been purged after its operation ended.';
@@ -159,4 +155,4 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION payflow._payloads_kept(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION payflow._payloads_past_retention(text, timestamptz) FROM PUBLIC;

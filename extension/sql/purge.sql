@@ -1,6 +1,18 @@
 -- payflow: purge(), the TTL clean-up (0.5.0: a file of its own, so that
 -- the update script takes the same definition).
 
+-- Whether an operation is past its retention: it ended more than
+-- retention_completed ago, or retention_failed for a FAILED one.  A plain
+-- expression, inlined where it is used (purge, partitions.sql).
+CREATE OR REPLACE FUNCTION payflow._operation_past_retention(p_status text, p_terminal_at timestamptz)
+	RETURNS boolean
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT p_terminal_at < now() - CASE WHEN p_status = 'FAILED' THEN payflow._seconds('retention_failed')
+										ELSE payflow._seconds('retention_completed') END
+$$;
+REVOKE ALL ON FUNCTION payflow._operation_past_retention(text, timestamptz) FROM PUBLIC;
+
 -- TTL clean-up in bounded batches (each kind at most max_rows rows per
 -- call; "more" says whether to call again), and retention by partition
 -- (partitions.sql: a past day's rows dropped whole):
@@ -36,12 +48,12 @@ BEGIN
 	-- retention_payloads ago, read in (terminal_at, id) order from where
 	-- the last call stopped (purge_position), so that nothing is written
 	-- to an operation's row but for the S3 store's requests, which
-	-- payflow.s3_purge_requests() removes once marked.  The rows are
+	-- payflow-s3-sweep deletes once marked (s3_purge.sql).  The rows are
 	-- deleted here from the default partition; a day's partition goes
 	-- whole (partitions.sql).
 	SELECT * INTO v_position FROM payflow.purge_position FOR UPDATE;
 	WITH ops AS MATERIALIZED (
-		SELECT o.id, o.terminal_at, o.status IN ('COMPLETED', 'CANCELLED') AS done,
+		SELECT o.id, o.terminal_at, payflow._payloads_past_retention(o.status, o.terminal_at) AS done,
 			   o.request_ref ->> 'store' = 's3' AND o.payloads_purged_at IS NULL AS s3
 		  FROM payflow.operations o
 		 WHERE o.terminal_at IS NOT NULL
@@ -71,14 +83,9 @@ BEGIN
 	WITH gone AS (
 		DELETE FROM payflow.operations o
 		 WHERE o.id IN (SELECT f.id FROM payflow.operations f
-						 WHERE f.terminal_at IS NOT NULL
-						   AND f.terminal_at < now() - CASE WHEN f.status = 'FAILED'
-														  THEN payflow._seconds('retention_failed')
-														  ELSE payflow._seconds('retention_completed') END
+						 WHERE f.terminal_at IS NOT NULL AND payflow._operation_past_retention(f.status, f.terminal_at)
 						 ORDER BY f.terminal_at LIMIT max_rows)
-		   AND o.terminal_at < now() - CASE WHEN o.status = 'FAILED'
-										  THEN payflow._seconds('retention_failed')
-										  ELSE payflow._seconds('retention_completed') END
+		   AND payflow._operation_past_retention(o.status, o.terminal_at)
 		RETURNING o.id
 	-- an operation's rows in a day's partition go with their day; those
 	-- of the default partition go here

@@ -74,8 +74,7 @@ BEGIN
 	   AND (o.id IS NULL OR o.payloads_purged_at IS NOT NULL
 			-- past the payload retention: purge marks only the S3 requests'
 			-- operations (partitions.sql), the rule says it for every one
-			OR (o.status IN ('COMPLETED', 'CANCELLED')
-				AND o.terminal_at < now() - payflow._seconds('retention_payloads')))
+			OR payflow._payloads_past_retention(o.status, o.terminal_at))
 	UNION ALL
 	SELECT p.key, 'unreferenced'
 	  FROM page p

@@ -78,7 +78,8 @@ SELECT 'payload past its retention still readable', array_agg(DISTINCT p.operati
   FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
  WHERE o.status IN ('COMPLETED', 'CANCELLED')
    AND o.terminal_at < now() - current_setting('payflow.retention_payloads')::interval
-   AND payflow._payloads_kept(o.id)
+   AND EXISTS (SELECT FROM payflow.operations k
+				WHERE k.id = o.id AND NOT payflow._payloads_past_retention(k.status, k.terminal_at))
 UNION ALL
 SELECT 'payload of no operation (orphan)', array_agg(DISTINCT p.operation_id)
   FROM payflow.payloads_default p WHERE NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = p.operation_id)

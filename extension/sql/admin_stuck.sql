@@ -30,6 +30,7 @@ BEGIN
 			(SELECT o.*, 'pending_too_long', o.step_pending_since
 			   FROM payflow.operations o
 			  WHERE o.terminal_at IS NULL AND o.step_status = 'PENDING' AND o.step_pending_since < now() - v_stuck_after
+				AND o.held_step IS NULL		-- waits for a slot of its step's limit, by design
 			  ORDER BY o.step_pending_since LIMIT v_limit)
 			UNION ALL
 			(SELECT o.*, 'retry_overdue', o.step_next_attempt_at

@@ -84,7 +84,10 @@ CREATE OR REPLACE FUNCTION payflow.metrics() RETURNS jsonb
 												'maxRunning', l.max_running, 'maxRunningPerTenant', l.max_running_per_tenant,
 												'perSecond', l.per_second, 'avgRunSeconds', l.avg_run_seconds,
 												'slotsHeld', (SELECT count(*) FROM payflow.step_slots x
-															   WHERE x.step_name = l.step_name))))
+															   WHERE x.step_name = l.step_name),
+												-- operations waiting for a slot (step_dispatch.sql)
+												'held', (SELECT count(*) FROM payflow.operations h
+														  WHERE h.held_step = l.step_name))))
 									  FROM payflow.step_limits l WHERE l.step_name = d.step_name), '{}'::jsonb)
 					   || coalesce((SELECT jsonb_build_object('breaker', jsonb_build_object(
 												'state', b.state, 'open', b.state = 'OPEN', 'halfOpen', b.state = 'HALF_OPEN',

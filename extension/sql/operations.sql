@@ -22,7 +22,7 @@ BEGIN
 	   SET status = 'FAILED', updated_at = now(), terminal_at = now(), error = v_summary,
 		   step_status = 'FAILED', step_last_error = p_error,
 		   step_pending_since = NULL, step_next_attempt_at = NULL, step_lease_expires_at = NULL,
-		   history_no = history_no + 1
+		   history_no = history_no + 1, held_step = NULL
 	 WHERE id = o.id
 	RETURNING history_no INTO v_no;
 	PERFORM payflow._status_recorded(o.id, v_no, o.status, 'FAILED',
@@ -46,7 +46,7 @@ $$;
 -- first step's ready status, with that step's request.
 CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text, p_request_hash bytea,
-										  p_request_ref jsonb, p_content bytea)
+										  p_request_ref jsonb, p_content bytea, p_priority smallint)
 	RETURNS text
 	LANGUAGE plpgsql
 	-- One plan per session, not a custom one at each of the first five
@@ -65,17 +65,22 @@ DECLARE
 											   'size', octet_length(p_content)));
 	v_tenant text := payflow._current_tenant();
 	v_created text;
+	v_held text;
 	v_existing payflow.operations;
 BEGIN
 	WITH f AS MATERIALIZED (
-		SELECT d.* FROM payflow.step_definitions d
+		SELECT d.*,
+			   -- a first step with a limit is held for a slot (step_dispatch.sql)
+			   CASE WHEN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = d.step_name)
+					THEN d.step_name END AS held_step
+		  FROM payflow.step_definitions d
 		 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
 	), op AS (
 		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 										correlation_id, request_ref, status, current_step, pipeline_version,
-										submitted_by)
+										submitted_by, priority, held_step)
 		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
-			   f.ready_status, f.step_name, f.pipeline_version, session_user
+			   f.ready_status, f.step_name, f.pipeline_version, session_user, p_priority, f.held_step
 		  FROM f
 		 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
@@ -91,10 +96,15 @@ BEGIN
 																   f.request_event, 1,
 																   jsonb_build_object(f.input_field, v_ref))])
 		  FROM op, f
+		 WHERE f.held_step IS NULL
 	)
 	-- event is read here, so it runs
-	SELECT op.id INTO v_created FROM op LEFT JOIN event ON true;
+	SELECT op.id, f.held_step INTO v_created, v_held FROM op LEFT JOIN event ON true, f;
 
+	IF v_held IS NOT NULL THEN
+		-- this one, or a held one before it, if the step has a slot free
+		PERFORM payflow._dispatch_held(v_held);
+	END IF;
 	IF v_created IS NULL THEN
 		SELECT * INTO v_existing FROM payflow.operations
 		 WHERE tenant = v_tenant AND idempotency_key = p_idempotency_key;
@@ -162,7 +172,8 @@ $$;
 -- Creates an operation for a payment request and returns its id at once.
 CREATE OR REPLACE FUNCTION payflow.submit(payment_id text, details jsonb,
 							   idempotency_key text DEFAULT NULL,
-							   correlation_id text DEFAULT NULL)
+							   correlation_id text DEFAULT NULL,
+							   priority integer DEFAULT 0)
 	RETURNS text
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -175,9 +186,10 @@ BEGIN
 	IF payment_id IS NULL OR payment_id = '' OR length(payment_id) > 255 OR payment_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
 	   OR idempotency_key = '' OR length(idempotency_key) > 255 OR idempotency_key ~ '[[:cntrl:]\uFFFE\uFFFF]'
 	   OR correlation_id = '' OR length(correlation_id) > 255 OR correlation_id ~ '[[:cntrl:]\uFFFE\uFFFF]'
-	   OR details IS NULL OR jsonb_typeof(details) <> 'object' THEN
+	   OR details IS NULL OR jsonb_typeof(details) <> 'object' OR priority NOT BETWEEN -100 AND 100 THEN
 		PERFORM payflow._require_submit(payment_id, idempotency_key, correlation_id);
 		PERFORM payflow._require_object('details', details);
+		PERFORM payflow._require_priority(priority);
 	END IF;
 	v_content := convert_to(details::text, 'UTF8');
 	IF octet_length(v_content) > payflow._setting('payload_max_bytes')::bigint THEN
@@ -186,7 +198,7 @@ BEGIN
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
 		payflow._request_hash(sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content)),
-		NULL, v_content);
+		NULL, v_content, coalesce(priority, 0)::smallint);
 END
 $$;
 
@@ -194,7 +206,8 @@ $$;
 -- "pg" payload written earlier); only its reference is kept.
 CREATE OR REPLACE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
 								   idempotency_key text DEFAULT NULL,
-								   correlation_id text DEFAULT NULL)
+								   correlation_id text DEFAULT NULL,
+								   priority integer DEFAULT 0)
 	RETURNS text
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -240,7 +253,7 @@ BEGIN
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
 		payflow._request_hash(sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8'))),
 		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
-		NULL);
+		NULL, payflow._require_priority(priority));
 END
 $$;
 
@@ -328,7 +341,8 @@ BEGIN
 	   SET status = 'CANCELLED', updated_at = now(), terminal_at = now(),
 		   error = jsonb_strip_nulls(jsonb_build_object('code', 'cancelled', 'message', reason)),
 		   step_status = CASE WHEN step_status IN ('PENDING', 'RETRY_WAIT') THEN 'CANCELLED' ELSE step_status END,
-		   step_pending_since = NULL, step_next_attempt_at = NULL, history_no = history_no + 1
+		   step_pending_since = NULL, step_next_attempt_at = NULL, history_no = history_no + 1,
+		   held_step = NULL		-- no longer waits for a slot (step_dispatch.sql)
 	 WHERE id = o.id
 	RETURNING history_no INTO v_no;
 	PERFORM payflow._status_recorded(o.id, v_no, o.status, 'CANCELLED', coalesce(reason, 'cancelled'), session_user);

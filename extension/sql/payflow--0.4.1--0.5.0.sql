@@ -156,7 +156,12 @@ $history_v2$;
 ALTER TABLE payflow.operations
 	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
 	ADD COLUMN step_claim_no smallint,
-	ADD COLUMN submitted_by text;
+	ADD COLUMN submitted_by text,
+	-- dispatch by the database (step_dispatch.sql)
+	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
+	ADD COLUMN held_step text COLLATE "C";
+CREATE INDEX operations_held_idx ON payflow.operations (held_step, tenant, priority DESC, id)
+	WHERE held_step IS NOT NULL;
 DROP POLICY history_of_tenant ON payflow.operation_history;
 DROP POLICY history_for_admin ON payflow.operation_history;
 ALTER TABLE payflow.operation_history DISABLE ROW LEVEL SECURITY;
@@ -208,8 +213,18 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
 --@@ include step_breakers.sql @@
+--@@ include step_dispatch.sql @@
 --@@ include tenant_quotas.sql @@
+-- submit and submit_ref take a priority (step_dispatch.sql)
+DROP FUNCTION payflow.submit(text, jsonb, text, text);
+DROP FUNCTION payflow.submit_ref(text, text, text, text, bigint, text, text);
+DROP FUNCTION payflow._create_operation(text, text, text, bytea, jsonb, bytea);
 --@@ include operations.sql @@
+REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer),
+	payflow._create_operation(text, text, text, bytea, jsonb, bytea, smallint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer) TO payflow_app;
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
 --@@ include hooks.sql @@

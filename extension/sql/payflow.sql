@@ -117,6 +117,7 @@ $roles$;
 --@@ include step_grants.sql @@
 --@@ include step_limits.sql @@
 --@@ include step_breakers.sql @@
+--@@ include step_dispatch.sql @@
 --@@ include tenant_quotas.sql @@
 --@@ include steps.sql @@
 
@@ -144,9 +145,9 @@ GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin,
 	payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker;
 
 GRANT EXECUTE ON FUNCTION
-	payflow.submit(text, jsonb, text, text),
+	payflow.submit(text, jsonb, text, text, integer),
 	payflow.submit_many(jsonb),
-	payflow.submit_ref(text, text, text, text, bigint, text, text),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer),
 	payflow.status(text),
 	payflow.history(text),
 	payflow.cancel(text, text),

@@ -40,7 +40,8 @@ BEGIN
 	PERFORM payflow._status_recorded(o.id, o.history_no, 'FAILED', d.ready_status, 'replay', session_user);
 	UPDATE payflow.dead_letters SET replayed_at = now()
 	 WHERE dead_letters.operation_id = o.id AND replayed_at IS NULL;
-	PERFORM payflow._emit_step_request(o);
+	-- its request, or held for a slot of a limited step (step_dispatch.sql)
+	PERFORM payflow._request_step(o, true);
 	RETURN true;
 END
 $$;
@@ -51,7 +52,8 @@ $$;
 -- 2. stuck steps, PENDING for payflow.stuck_after with no event of their
 --    payment waiting in the outbox: the request event is emitted again.
 --    This recovers operations whose message a queue lost;
--- 3. due retries: the step's request event is emitted again.
+-- 3. due retries: the step's request event is emitted again;
+-- 4. limited steps' free slots go to the operations held for them.
 -- 1 and 2 come from a sweep of the operations in flight
 -- (operations_open_idx), each with its one open step in its row: no
 -- index names a lease or a status, so that claims, heartbeats and
@@ -92,7 +94,7 @@ BEGIN
 	-- second caller skips 1 and 2 this time.
 	SELECT * INTO v_sweep FROM payflow.scheduler_sweep FOR UPDATE SKIP LOCKED;
 	IF FOUND THEN
-		FOR r IN SELECT f.id, f.step_status, f.step_lease_expires_at, f.step_pending_since
+		FOR r IN SELECT f.id, f.step_status, f.step_lease_expires_at, f.step_pending_since, f.held_step
 				   FROM payflow.operations f
 				  WHERE f.terminal_at IS NULL	-- operations_open_idx's predicate
 					-- byte-wise, as operations_open_idx orders them
@@ -102,8 +104,10 @@ BEGIN
 			EXIT WHEN v_expired + v_failed >= max_rows OR v_stuck >= max_rows;
 			v_seen := v_seen + 1;
 			v_sweep.after_operation := r.id;
+			-- (a held step waits for a slot, not for a message: step_dispatch.sql)
 			CONTINUE WHEN NOT ((r.step_status = 'RUNNING' AND r.step_lease_expires_at < now())
-							   OR (r.step_status = 'PENDING' AND r.step_pending_since < now() - v_stuck_after));
+							   OR (r.step_status = 'PENDING' AND r.step_pending_since < now() - v_stuck_after
+								   AND r.held_step IS NULL));
 			SELECT * INTO o FROM payflow.operations WHERE id = r.id FOR UPDATE SKIP LOCKED;
 			CONTINUE WHEN NOT FOUND OR o.terminal_at IS NOT NULL;
 			IF o.step_status = 'RUNNING' AND o.step_lease_expires_at < now() THEN
@@ -126,7 +130,7 @@ BEGIN
 					 WHERE id = o.id;
 					v_expired := v_expired + 1;
 				END IF;
-			ELSIF o.step_status = 'PENDING' AND o.step_pending_since < now() - v_stuck_after THEN
+			ELSIF o.step_status = 'PENDING' AND o.step_pending_since < now() - v_stuck_after AND o.held_step IS NULL THEN
 				-- Re-armed either way, so it is not stuck again until stuck_after.
 				UPDATE payflow.operations SET step_pending_since = now() WHERE id = o.id;
 				-- An event of this payment still in the outbox will be delivered;
@@ -155,8 +159,16 @@ BEGIN
 		   SET step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL
 		 WHERE id = o.id
 		RETURNING * INTO o;
-		PERFORM payflow._emit_step_request(o);
+		-- its request, or held for a slot (handed out below)
+		PERFORM payflow._request_step(o, false);
 		v_due := v_due + 1;
+	END LOOP;
+
+	-- 4. the free slots of limited steps go to the operations they hold
+	-- (step_dispatch.sql): slots freed by expired leases, a limit raised,
+	-- a completion that found the step's row busy
+	FOR r IN SELECT l.step_name FROM payflow.step_limits l LOOP
+		PERFORM payflow._dispatch_held(r.step_name);
 	END LOOP;
 
 	-- the open operations of the tenants with a quota (tenant_quotas.sql)

@@ -16,8 +16,9 @@
 -- operation's row, so the order of locks is always the same), counts the
 -- attempts running, and records its own in step_slots before it commits.
 -- A slot counts while its operation still runs that step under a live
--- lease, so an attempt that ended, failed, or whose worker died (its lease
--- expired) frees its slot by itself; the claims delete such slots as they
+-- lease (or its request was sent for the slot and not claimed yet:
+-- step_dispatch.sql), so an attempt that ended, failed, or whose worker
+-- died (its lease expired) frees its slot by itself; the claims delete such slots as they
 -- go.  Steps without a limit take none of this: one index probe says so.
 
 CREATE TABLE IF NOT EXISTS payflow.step_limits (
@@ -104,8 +105,10 @@ BEGIN
 		DELETE FROM payflow.step_slots s
 		 WHERE s.step_name = p_step
 		   AND NOT EXISTS (SELECT FROM payflow.operations r
-						    WHERE r.id = s.operation_id AND r.current_step = p_step AND r.step_status = 'RUNNING'
-							  AND r.step_lease_expires_at > now())
+						    WHERE r.id = s.operation_id AND r.current_step = p_step
+							  AND ((r.step_status = 'RUNNING' AND r.step_lease_expires_at > now())
+								   -- its request sent for the slot, not claimed yet (step_dispatch.sql)
+								   OR (r.step_status = 'PENDING' AND r.held_step IS NULL)))
 		RETURNING extract(epoch FROM clock_timestamp() - s.claimed_at)::numeric AS seconds
 	)
 	SELECT avg(g.seconds) INTO v_ended FROM gone g;
@@ -207,7 +210,13 @@ DECLARE
 BEGIN
 	IF l.step_name IS NOT NULL THEN
 		v_retry := payflow._step_limit_retry_seconds(l);
-		SELECT count(*)::integer INTO v_running FROM payflow.step_slots s WHERE s.step_name = p_step;
+		-- the slots of others: an item's own, taken when its request was
+		-- sent (step_dispatch.sql), is the one it claims (unless it runs: a
+		-- repeated message)
+		SELECT count(*)::integer INTO v_running FROM payflow.step_slots s
+		 WHERE s.step_name = p_step
+		   AND (s.operation_id <> ALL (p_ids)
+				OR EXISTS (SELECT FROM payflow.operations r WHERE r.id = s.operation_id AND r.step_status = 'RUNNING'));
 		v_tokens := payflow._step_limit_tokens(l);
 	END IF;
 	FOR c IN
@@ -232,7 +241,11 @@ BEGIN
 		END IF;
 		IF l.max_running_per_tenant IS NOT NULL AND NOT v_tenants ? c.tenant THEN
 			v_tenants := v_tenants || jsonb_build_object(c.tenant,
-				(SELECT count(*) FROM payflow.step_slots s WHERE s.step_name = p_step AND s.tenant = c.tenant));
+				(SELECT count(*) FROM payflow.step_slots s
+				  WHERE s.step_name = p_step AND s.tenant = c.tenant
+					AND (s.operation_id <> ALL (p_ids)
+						 OR EXISTS (SELECT FROM payflow.operations r
+									 WHERE r.id = s.operation_id AND r.step_status = 'RUNNING'))));
 		END IF;
 		v_tenant_running := (v_tenants ->> c.tenant)::integer;
 		IF v_running >= l.max_running THEN
@@ -328,6 +341,8 @@ BEGIN
 		RETURN false;
 	END IF;
 	DELETE FROM payflow.step_slots s WHERE s.step_name = clear_step_limit.step_name;
+	-- what waited for a slot goes to its queue now (step_dispatch.sql)
+	PERFORM payflow._release_held(clear_step_limit.step_name);
 	RETURN true;
 END
 $$;

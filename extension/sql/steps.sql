@@ -108,6 +108,7 @@ BEGIN
 		   step_lease_token = gen_random_uuid(),
 		   step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
 		   step_lease_expires_at = now() + make_interval(secs => lease_seconds),
+		   held_step = NULL,		-- a held one claimed by a stray message (step_dispatch.sql)
 		   -- a claim that moves the status is a change of the history, told
 		   -- by this row while the attempt runs (history.sql)
 		   history_no = history_no + CASE WHEN v_to <> v_from THEN 1 ELSE 0 END,
@@ -290,6 +291,7 @@ DECLARE
 	v_input jsonb;
 	v_event_id uuid;
 	v_event_type text;
+	v_held boolean := false;
 BEGIN
 	PERFORM payflow._require_operation_id(operation_id);
 	d := payflow._step_definition(step);
@@ -324,18 +326,23 @@ BEGIN
 	n := payflow._next_step(o.pipeline_version, d.position);
 	v_input := payflow._step_input(o.id, o.pipeline_version, o.request_ref);
 	IF n.step_name IS NOT NULL THEN
-		-- A step without a result payload hands its own input on.
 		v_event_type := n.request_event;
-		v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
-									n.destination, 1, jsonb_build_object(n.input_field, coalesce(v_ref, v_input)));
-		-- the next step opens in the same row
+		v_held := EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = n.step_name);
+		IF NOT v_held THEN
+			-- A step without a result payload hands its own input on.
+			v_event_id := payflow._emit(o.id, o.payment_id, o.correlation_id, n.request_event,
+										n.destination, 1, jsonb_build_object(n.input_field, coalesce(v_ref, v_input)));
+		END IF;
+		-- the next step opens in the same row; one with a limit is held for
+		-- a slot, its request sent when it has one (step_dispatch.sql)
 		UPDATE payflow.operations
 		   SET current_step = n.step_name, status = d.done_status, updated_at = now(),
 			   step_created_at = now(),
 			   step_external_ref = NULL, step_attempt = 0, step_claimed_at = NULL, step_lease_owner = NULL,
 			   step_status = 'PENDING', step_pending_since = now(), step_next_attempt_at = NULL,
 			   step_last_error = NULL, step_lease_expires_at = NULL,
-			   history_no = history_no + 1, step_claim_no = NULL
+			   history_no = history_no + 1, step_claim_no = NULL,
+			   held_step = CASE WHEN v_held THEN n.step_name END
 		 WHERE id = o.id;
 	ELSE
 		-- The last result travels inline in OperationCompleted; SQS takes
@@ -368,8 +375,13 @@ BEGIN
 			-- kept here only when no payload and no operation result holds it
 			CASE WHEN NOT v_written AND n.step_name IS NOT NULL THEN result END,
 			o.step_claim_no, o.history_no + 1);
-	RETURN jsonb_build_object('action', 'completed', 'status', d.done_status,
-							  'eventType', v_event_type, 'eventId', v_event_id);
+	IF v_held THEN
+		-- after the row above, which holds the next step's input
+		PERFORM payflow._dispatch_held(n.step_name);
+	END IF;
+	-- (no eventId when the next step is held: its request is sent with its slot)
+	RETURN jsonb_strip_nulls(jsonb_build_object('action', 'completed', 'status', d.done_status,
+												'eventType', v_event_type, 'eventId', v_event_id));
 END
 $$;
 
@@ -441,6 +453,7 @@ BEGIN
 			   step_last_error = fail_step.error, step_lease_expires_at = NULL
 		 WHERE id = o.id
 		RETURNING * INTO o;
+		PERFORM payflow._slot_freed(d.step_name);
 		RETURN jsonb_build_object('action', 'retry', 'attempt', o.step_attempt,
 								  'nextAttemptAt', payflow._iso(o.step_next_attempt_at));
 	END IF;
@@ -460,6 +473,7 @@ BEGIN
 	PERFORM payflow._fail_operation(o,
 		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
 		worker_id);
+	PERFORM payflow._slot_freed(d.step_name);
 	RETURN jsonb_build_object('action', 'failed');
 END
 $$;
@@ -510,11 +524,14 @@ BEGIN
 									  jsonb_build_array(jsonb_build_object('operationId', operation_id,
 																		   'result', result,
 																		   'leaseToken', lease_token))) f;
-		IF FOUND THEN
-			RETURN v_answer;
+		IF NOT FOUND THEN
+			v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 		END IF;
+	ELSE
+		v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 	END IF;
-	RETURN payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
+	PERFORM payflow._slot_freed(step);
+	RETURN v_answer;
 END
 $$;
 
@@ -603,6 +620,7 @@ BEGIN
 			   step_attempt = o.step_attempt + 1, step_claimed_at = now(), step_lease_owner = p_worker_id,
 			   step_lease_token = gen_random_uuid(), step_status = 'RUNNING', step_pending_since = NULL, step_next_attempt_at = NULL,
 			   step_lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+			   held_step = NULL,	-- (step_dispatch.sql; NULL to NULL keeps the update HOT)
 			   -- a claim that moves the status is a change of the history, told
 			   -- by this row while the attempt runs (history.sql)
 			   history_no = o.history_no + CASE WHEN x.status = x.ready_status AND x.running_status <> x.ready_status
@@ -778,14 +796,18 @@ BEGIN
 	-- older versions (in flight across a pipeline change) take the full path.
 	-- With it, in the same statement, the next step (none after the last)
 	-- and the version's completed event.
-	SELECT sd AS d, nx AS n, p.completed_event INTO r
+	SELECT sd AS d, nx AS n, p.completed_event,
+		   EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = nx.step_name) AS next_limited
+	  INTO r
 	  FROM payflow.step_definitions sd
 	  JOIN payflow.pipelines p ON p.version = sd.pipeline_version
 	  LEFT JOIN payflow.step_definitions nx ON nx.pipeline_version = sd.pipeline_version
 										   AND nx.position = sd.position + 1
 	 WHERE sd.step_name = p_step
 	 ORDER BY sd.pipeline_version DESC LIMIT 1;
-	IF NOT FOUND THEN
+	IF NOT FOUND OR r.next_limited THEN
+		-- (a next step with a limit is held for a slot: the full path's
+		-- work, step_dispatch.sql)
 		RETURN;
 	END IF;
 	d := r.d;
@@ -920,6 +942,7 @@ BEGIN
 			RETURN NEXT;
 		END LOOP;
 		IF v_fast = jsonb_array_length(items) THEN
+			PERFORM payflow._slot_freed(step);
 			RETURN;
 		END IF;
 	END IF;
@@ -927,6 +950,7 @@ BEGIN
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_items(items);
 	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(false, step, worker_id, items, v_done);
+	PERFORM payflow._slot_freed(step);
 END
 $$;
 

@@ -20,7 +20,8 @@ CREATE FUNCTION payflow._submit_many_max() RETURNS integer
 	RETURN 1000;
 
 -- Raises 22023 (or 22004 for a null) for an item that is not a JSON object
--- of the four known fields, with strings where strings go.
+-- of the five known fields, with strings where strings go and a whole
+-- number for priority.
 CREATE FUNCTION payflow._require_submit_item(item jsonb) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
@@ -34,11 +35,18 @@ BEGIN
 			DETAIL = format('Got a JSON %s.', jsonb_typeof(item));
 	END IF;
 	FOR v_key IN SELECT jsonb_object_keys(item) LOOP
-		IF v_key NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id') THEN
+		IF v_key NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority') THEN
 			RAISE EXCEPTION 'has an unknown field "%"', v_key USING ERRCODE = 'invalid_parameter_value',
-				HINT = 'An item has payment_id, details, and optionally idempotency_key and correlation_id.';
+				HINT = 'An item has payment_id, details, and optionally idempotency_key, correlation_id and priority.';
 		END IF;
-		IF v_key <> 'details' AND jsonb_typeof(item -> v_key) NOT IN ('string', 'null') THEN
+		IF v_key = 'priority' THEN
+			IF jsonb_typeof(item -> v_key) NOT IN ('number', 'null')
+			   OR (jsonb_typeof(item -> v_key) = 'number' AND (item ->> v_key)::numeric <> trunc((item ->> v_key)::numeric)) THEN
+				RAISE EXCEPTION '.priority must be a whole JSON number' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = format('Got %s.', item -> v_key);
+			END IF;
+			PERFORM payflow._require_priority(greatest(least((item ->> v_key)::numeric, 1000), -1000)::integer);
+		ELSIF v_key <> 'details' AND jsonb_typeof(item -> v_key) NOT IN ('string', 'null') THEN
 			RAISE EXCEPTION '.% must be a JSON string', v_key USING ERRCODE = 'invalid_parameter_value',
 				DETAIL = format('Got a JSON %s.', jsonb_typeof(item -> v_key));
 		END IF;
@@ -57,7 +65,7 @@ CREATE FUNCTION payflow._raise_for_item(p_item integer, p_state text, p_message 
 DECLARE
 	-- item 0: the statement that submits them all failed, no item in particular
 	v_message text := CASE WHEN p_item = 0 THEN 'requests' ELSE format('requests[%s]', p_item) END ||
-		CASE WHEN p_message ~ '^(payment_id|details|idempotency_key|correlation_id) ' THEN '.'
+		CASE WHEN p_message ~ '^(payment_id|details|idempotency_key|correlation_id|priority) ' THEN '.'
 			 WHEN p_message ~ '^(must|has) ' THEN ' '
 			 WHEN left(p_message, 1) = '.' THEN ''
 			 ELSE ': ' END || p_message;
@@ -118,7 +126,9 @@ DECLARE
 	v_keys text[] := ARRAY[]::text[];
 	v_correlations text[] := ARRAY[]::text[];
 	v_contents bytea[] := ARRAY[]::bytea[];
+	v_priorities smallint[] := ARRAY[]::smallint[];
 	v_ids text[] := ARRAY[]::text[];
+	v_first text;
 	v_events integer;
 	v_state text;
 	v_message text;
@@ -147,7 +157,7 @@ BEGIN
 		 WHERE CASE WHEN jsonb_typeof(r.e) IS DISTINCT FROM 'object' THEN true
 				   ELSE NOT r.e ?& ARRAY['payment_id', 'details']
 						OR EXISTS (SELECT FROM jsonb_object_keys(r.e) k
-									WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id'))
+									WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority'))
 						OR jsonb_typeof(r.e -> 'payment_id') <> 'string'
 						OR jsonb_typeof(r.e -> 'idempotency_key') NOT IN ('string', 'null')
 						OR jsonb_typeof(r.e -> 'correlation_id') NOT IN ('string', 'null')
@@ -158,7 +168,12 @@ BEGIN
 						OR r.e ->> 'correlation_id' = '' OR length(r.e ->> 'correlation_id') > 255
 						OR r.e ->> 'correlation_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
 						OR jsonb_typeof(r.e -> 'details') IS DISTINCT FROM 'object'
-						OR octet_length(convert_to((r.e -> 'details')::text, 'UTF8')) > v_max_bytes END;
+						OR octet_length(convert_to((r.e -> 'details')::text, 'UTF8')) > v_max_bytes
+						OR CASE coalesce(jsonb_typeof(r.e -> 'priority'), 'null')
+								WHEN 'null' THEN false
+								WHEN 'number' THEN (r.e ->> 'priority')::numeric NOT BETWEEN -100 AND 100
+												   OR (r.e ->> 'priority')::numeric <> trunc((r.e ->> 'priority')::numeric)
+								ELSE true END END;
 		IF v_i IS NOT NULL THEN
 			v_item := requests -> (v_i - 1);
 			PERFORM payflow._require_submit_item(v_item);
@@ -171,20 +186,25 @@ BEGIN
 		SELECT coalesce(array_agg(r.e ->> 'payment_id' ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(coalesce(r.e ->> 'idempotency_key', r.e ->> 'payment_id') ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(r.e ->> 'correlation_id' ORDER BY r.o), ARRAY[]::text[]),
-			   coalesce(array_agg(convert_to((r.e -> 'details')::text, 'UTF8') ORDER BY r.o), ARRAY[]::bytea[])
-		  INTO v_payments, v_keys, v_correlations, v_contents
+			   coalesce(array_agg(convert_to((r.e -> 'details')::text, 'UTF8') ORDER BY r.o), ARRAY[]::bytea[]),
+			   coalesce(array_agg(coalesce((r.e ->> 'priority')::numeric, 0)::smallint ORDER BY r.o), ARRAY[]::smallint[])
+		  INTO v_payments, v_keys, v_correlations, v_contents, v_priorities
 		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o);
 		v_i := 0;
 
 		-- pass 2: all of them at once, in key order; a taken key is skipped
 		WITH f AS MATERIALIZED (
-			SELECT d.* FROM payflow.step_definitions d
+			SELECT d.*,
+				   -- a first step with a limit is held for a slot (step_dispatch.sql)
+				   CASE WHEN EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = d.step_name)
+						THEN d.step_name END AS held_step
+			  FROM payflow.step_definitions d
 			 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
 		), ids AS MATERIALIZED (
 			-- volatile in the select list: a new id and event id per item
 			SELECT r.*, payflow._new_operation_id() AS id, gen_random_uuid() AS event_id
-			  FROM unnest(v_payments, v_keys, v_correlations, v_contents) WITH ORDINALITY
-				   AS r(payment_id, key, correlation_id, content, i)
+			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities) WITH ORDINALITY
+				   AS r(payment_id, key, correlation_id, content, priority, i)
 		), it AS MATERIALIZED (
 			SELECT ids.*,
 				   jsonb_build_object('store', 'pg', 'key', payflow._payload_key(ids.id, 'request.json'),
@@ -193,10 +213,11 @@ BEGIN
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 											correlation_id, request_ref, status, current_step, pipeline_version,
-											submitted_by)
+											submitted_by, priority, held_step)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
 				   payflow._request_hash(sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content)),
-				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user
+				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user,
+				   it.priority, f.held_step
 			  FROM it, f
 			 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 			 ORDER BY it.key COLLATE "C", it.i
@@ -217,7 +238,15 @@ BEGIN
 							 ORDER BY it.key COLLATE "C", it.i))
 		  INTO v_events	-- read by nothing: the statement runs for its writes
 		  FROM op JOIN it USING (id), f
+		 WHERE f.held_step IS NULL
 		HAVING count(*) > 0;
+		-- held for a slot: those that have one now go (step_dispatch.sql)
+		SELECT l.step_name INTO v_first
+		  FROM payflow.step_definitions d JOIN payflow.step_limits l ON l.step_name = d.step_name
+		 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1;
+		IF v_first IS NOT NULL THEN
+			PERFORM payflow._dispatch_held(v_first);
+		END IF;
 
 		-- Each item's operation, made now or before, in one probe per item
 		-- (LIMIT 1 in the LATERAL keeps it an index probe: joined as a set,
@@ -257,4 +286,4 @@ REVOKE ALL ON FUNCTION payflow._raise_key_reused(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.submit_many(jsonb) TO payflow_app;
 
 COMMENT ON FUNCTION payflow.submit_many(jsonb) IS
-	'submit for each item of a JSON array ({payment_id, details, idempotency_key?, correlation_id?}, at most 1000) in one statement: one row (item, payment_id, operation_id) per item, in order; all or nothing, the first bad item''s error names its place.';
+	'submit for each item of a JSON array ({payment_id, details, idempotency_key?, correlation_id?, priority?}, at most 1000) in one statement: one row (item, payment_id, operation_id) per item, in order; all or nothing, the first bad item''s error names its place.';

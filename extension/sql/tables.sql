@@ -158,6 +158,12 @@ CREATE TABLE payflow.operations (
 	history_no smallint NOT NULL DEFAULT 1,
 	step_claim_no smallint,
 	submitted_by text,
+	-- Dispatch by the database (step_dispatch.sql): the operation's
+	-- priority (submit's; higher first), and, while its open step waits in
+	-- the database for a slot of its step's limit instead of in a queue,
+	-- that step's name.
+	priority smallint NOT NULL DEFAULT 0,
+	held_step text COLLATE "C",
 	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
 ) WITH (fillfactor = 70,
 		autovacuum_vacuum_scale_factor = 0.02,
@@ -179,6 +185,12 @@ CREATE INDEX operations_open_idx ON payflow.operations (id) WHERE terminal_at IS
 -- end on the common path, so claims and completions leave this index alone.
 CREATE INDEX operations_retry_idx ON payflow.operations (step_next_attempt_at)
 	WHERE step_next_attempt_at IS NOT NULL;
+-- The operations held for a slot of a limited step, in the order a slot
+-- goes to them: by tenant (the fair share), then priority, then age
+-- (step_dispatch.sql).  Only held ones: every column but held_step is
+-- written once, so claims and completions stay HOT.
+CREATE INDEX operations_held_idx ON payflow.operations (held_step, tenant, priority DESC, id)
+	WHERE held_step IS NOT NULL;
 
 -- The status changes that are not rendered from the rows above (history.sql):
 -- failures, cancels, replays, admin actions, and every change made before

@@ -60,8 +60,13 @@ pf_eq "... and kept as written" "123456789012345678901234567890" \
 pf_eq "malformed JSON: 400" "400 malformed_json" "$(post_payment "$KEY" "$P-4" '{"amount": ' ) $(json_field error.code)"
 pf_eq "empty body: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '')"
 pf_eq "repeated member: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '{"paymentId":"a","paymentId":"b","details":{}}')"
+pf_eq "a priority: 202, kept with the operation" "202 7" \
+	"$(http POST "$API_URL/payments" "$KEY" --data-binary "{\"paymentId\":\"$P-prio\",\"details\":{\"amount\":1},\"priority\":7}") $(
+		q -c "SELECT priority FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 for bad in '[1,2]' '{"details":{}}' '{"paymentId":"x"}' '{"paymentId":7,"details":{}}' \
-	'{"paymentId":"x","details":"amount=1"}' '{"paymentId":"x","details":{},"extra":1}' '{"paymentId":"","details":{}}'; do
+	'{"paymentId":"x","details":"amount=1"}' '{"paymentId":"x","details":{},"extra":1}' '{"paymentId":"","details":{}}' \
+	'{"paymentId":"x","details":{},"priority":101}' '{"paymentId":"x","details":{},"priority":1.5}' \
+	'{"paymentId":"x","details":{},"priority":"7"}'; do
 	pf_eq "422 for $bad" "422" "$(http POST "$API_URL/payments" "$KEY" --data-binary "$bad")"
 done
 pf_eq "422 is a JSON error with a message" "invalid_request" \

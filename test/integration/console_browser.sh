@@ -2,7 +2,7 @@
 # The operator console in Debian's chromium (headless, playwright-core)
 # against payflow-api and PostgreSQL (test/browser/console.mjs): a tenant
 # key is refused; sign in; the overview's charts refresh and it shows a
-# step's circuit breaker and a tenant's quota; the list opens a
+# step's limit and circuit breaker and a tenant's quota; the list opens a
 # FAILED operation whose payment id and error hold HTML (shown as text);
 # its timeline shows each attempt's error; Replay (confirmed) and a worker
 # take it to COMPLETED; a cancel after a worker started shows what PF001
@@ -24,10 +24,12 @@ TKEY=$(api_key "$TENANT")
 ANAME=console-$API_RUN
 AKEY=$(q -c "SELECT payflow.create_admin_key('$ANAME')")
 api_start console 4851
-# a breaker for the overview to show (inert: it never sees a million
-# claims); the cluster is shared with the tests after this one, so it goes
-# when the browser is done, pass or fail
+# a breaker and a limit for the overview to show (inert: it never sees a
+# million claims, nor a thousand at once; the replayed operation's last step
+# still takes the held path: step_dispatch.sql); the cluster is shared
+# with the tests after this one, so they go when the browser is done
 q -c "SELECT payflow.set_step_breaker('CREATE_INVOICE', 0.5, 1000000)" >/dev/null
+q -c "SELECT payflow.set_step_limit('CREATE_INVOICE', 1000)" >/dev/null
 q -c "SELECT payflow.set_tenant_quota('$TENANT', 1000)" >/dev/null
 
 # fail_twice ID: two attempts, the second one final, as workers report them
@@ -57,6 +59,7 @@ node -e 'console.log(JSON.stringify({ openapi: "workers/console/openapi.json", t
 rc=0
 node test/browser/console.mjs "$API_URL" "$OUT" <"$API_DIR/context.json" || rc=$?
 q -c "SELECT payflow.clear_step_breaker('CREATE_INVOICE')" >/dev/null
+q -c "SELECT payflow.clear_step_limit('CREATE_INVOICE')" >/dev/null
 q -c "SELECT payflow.clear_tenant_quota('$TENANT')" >/dev/null
 pf_eq "the console's browser run" 0 "$rc"
 pf_eq "screenshots of each page" 8 "$(ls "$OUT"/{sign-in-refused,overview,operations,operation-failed,operation-completed,cancel-refused,dead-letters,webhook-failures}.png 2>/dev/null | wc -l)"

@@ -238,16 +238,19 @@ function overview() {
 	}
 
 	// The steps under a limit or a circuit breaker (set_step_limit, set_step_breaker):
-	// what runs against the limit, and the breaker's state since when.
+	// what runs against the limit, what waits for a slot of it (held in the
+	// database: step_dispatch.sql), and the breaker's state since when.
 	function guardedSteps(steps) {
 		const rows = Object.entries(steps).filter(([, v]) => v.limit || v.breaker);
 		if (!rows.length) return [];
 		return [el('h2', {}, 'Step limits and breakers'),
 			el('table', { 'aria-label': 'Step limits and breakers' },
-				el('thead', {}, el('tr', {}, ['Step', 'Running', 'Limit', 'Breaker', 'Since', 'Opened'].map((h) => el('th', { scope: 'col' }, h)))),
-				el('tbody', {}, ...rows.map(([step, v]) => el('tr', { 'data-step': step, 'data-breaker': v.breaker ? v.breaker.state : '' },
+				el('thead', {}, el('tr', {}, ['Step', 'Running', 'Limit', 'Waiting', 'Breaker', 'Since', 'Opened'].map((h) => el('th', { scope: 'col' }, h)))),
+				el('tbody', {}, ...rows.map(([step, v]) => el('tr', { 'data-step': step, 'data-breaker': v.breaker ? v.breaker.state : '',
+					'data-held': v.limit ? String(v.limit.held ?? 0) : '' },
 					el('td', {}, step), el('td', { class: 'num' }, v.running ?? 0),
 					el('td', { class: 'num' }, v.limit ? String(v.limit.maxRunning) : ''),
+					el('td', { class: 'num' }, v.limit ? String(v.limit.held ?? 0) : ''),
 					el('td', { class: v.breaker && v.breaker.state !== 'CLOSED' ? 'step-error' : '' }, v.breaker ? v.breaker.state : ''),
 					el('td', {}, v.breaker ? whenText(v.breaker.changedAt) : ''),
 					el('td', { class: 'num' }, v.breaker ? String(v.breaker.openedTotal) : '')))))];

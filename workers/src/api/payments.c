@@ -6,16 +6,19 @@
  *		Authorization: Bearer pfk_…
  *		Idempotency-Key: order-77          (optional; defaults to paymentId)
  *		X-Correlation-Id: req-789          (optional)
- *		{"paymentId": "payment-12345", "details": {"amount": 1250, "currency": "EUR"}}
+ *		{"paymentId": "payment-12345", "details": {"amount": 1250, "currency": "EUR"},
+ *		 "priority": 5}                    (optional, -100 to 100; default 0)
  *
  *		202 Accepted
  *		Location: /operations/pay_…
  *		Retry-After: 1
  *		{"operationId": "pay_…", "status": "PENDING"}
  *
- * The body is an object with exactly these two members: paymentId (a
- * string) and details (an object, handed to the workers exactly as
- * written: "12.50" stays "12.50"). Anything else is 422; text that is not
+ * The body is an object with these members: paymentId (a string),
+ * details (an object, handed to the workers exactly as written: "12.50"
+ * stays "12.50") and, optionally, priority (a whole number from -100 to
+ * 100: the order of a limited step's slots, step_dispatch.sql). Anything
+ * else is 422; text that is not
  * JSON (or repeats a member) is 400, and so is a number beyond a double's
  * range such as 1e400 (valid JSON, but no worker could read it). The same Idempotency-Key (or
  * paymentId) with the same paymentId and details answers 202 with the
@@ -55,12 +58,12 @@
  */
 static const char SUBMIT_SQL[] =
 "SELECT s.id, o.status FROM ("
-"  SELECT payflow.submit($2, $3::jsonb, $4, $5) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  SELECT payflow.submit($2, $3::jsonb, $4, $5, $6::integer) AS id FROM payflow.authenticate($1) OFFSET 0) s"
 "  LEFT JOIN payflow.operations o ON o.id = s.id";
 
 static const char SUBMIT_REF_SQL[] =
 "SELECT s.id, o.status FROM ("
-"  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7, $8::integer) AS id FROM payflow.authenticate($1) OFFSET 0) s"
 "  LEFT JOIN payflow.operations o ON o.id = s.id";
 
 static const char AUTHENTICATE_SQL[] = "SELECT payflow.authenticate($1)";
@@ -68,6 +71,7 @@ static const char AUTHENTICATE_SQL[] = "SELECT payflow.authenticate($1)";
 typedef struct payment_body
 {
 	const char *payment_id;		/* inside doc */
+	char		priority[8];	/* "" when the body has none (then NULL: 0) */
 	const char *details;		/* the details' source text, details_len bytes */
 	size_t		details_len;
 	char	   *details_copy;	/* when not a slice of the body */
@@ -82,6 +86,28 @@ payment_body_free(payment_body *pb)
 {
 	free(pb->details_copy);
 	json_decref(pb->doc);
+}
+
+/*
+ * The optional priority member as submit's argument text ("" when absent
+ * or null); false when it is not a whole number from -100 to 100.  The
+ * document is parsed with JSON_DECODE_INT_AS_REAL: every number is a real.
+ */
+static bool
+parse_priority(const json_t *value, char out[8])
+{
+	double		v;
+
+	out[0] = '\0';
+	if (value == NULL || json_is_null(value))
+		return true;
+	if (!json_is_number(value))
+		return false;
+	v = json_number_value(value);
+	if (v < -100 || v > 100 || v != (double) (int) v)
+		return false;
+	snprintf(out, 8, "%d", (int) v);
+	return true;
 }
 
 /* Parse and check the body; on failure the answer is queued and false returned. */
@@ -129,12 +155,18 @@ parse_body(api_request *req, payment_body *pb, enum MHD_Result *answer)
 	}
 	json_object_foreach(pb->doc, name, value)
 	{
-		if (strcmp(name, "paymentId") != 0 && strcmp(name, "details") != 0)
+		if (strcmp(name, "paymentId") != 0 && strcmp(name, "details") != 0 && strcmp(name, "priority") != 0)
 		{
 			*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
-									  "unknown member \"%.64s\" (expected paymentId and details)", name);
+									  "unknown member \"%.64s\" (expected paymentId, details and priority)", name);
 			return false;
 		}
+	}
+	if (!parse_priority(json_object_get(pb->doc, "priority"), pb->priority))
+	{
+		*answer = api_reply_error(req, MHD_HTTP_UNPROCESSABLE_CONTENT, "invalid_request",
+								  "priority must be a whole number from -100 to 100");
+		return false;
 	}
 	payment_id = json_object_get(pb->doc, "paymentId");
 	details = json_object_get(pb->doc, "details");
@@ -282,8 +314,8 @@ api_post_payment(api_request *req)
 	{
 		const char *auth_values[1] = {api_key};
 		char		size[32];
-		const char *values[7] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
-		req->correlation_id};
+		const char *values[8] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
+		req->correlation_id, pb.priority[0] ? pb.priority : NULL};
 
 		snprintf(size, sizeof(size), "%zu", pb.details_len);
 		/* the key is checked before anything is uploaded for it */
@@ -312,15 +344,16 @@ api_post_payment(api_request *req)
 				payment_body_free(&pb);
 				return api_reply_pool_exhausted(req);
 			}
-			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 7, values, &res, &err);
+			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 8, values, &res, &err);
 		}
 	}
 	else
 	{
 		char	   *details = pf_strndup(pb.details, pb.details_len);
-		const char *values[5] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id};
+		const char *values[6] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id,
+		pb.priority[0] ? pb.priority : NULL};
 
-		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 5, values, &res, &err);
+		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 6, values, &res, &err);
 		free(details);
 	}
 	if (slot != NULL)

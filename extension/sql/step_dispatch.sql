@@ -49,13 +49,22 @@ DECLARE
 	v_free integer;
 	v_sent integer := 0;
 	v_skip text[] := '{}'::text[];	-- candidates another session holds
+	v_swept boolean := false;
 BEGIN
-	PERFORM FROM payflow.step_limits x WHERE x.step_name = p_step FOR UPDATE SKIP LOCKED;
+	IF NOT EXISTS (SELECT FROM payflow.operations h WHERE h.held_step = p_step) THEN
+		RETURN 0;					-- nothing waits (the common case of a completion)
+	END IF;
+	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step FOR UPDATE SKIP LOCKED;
 	IF NOT FOUND THEN
 		RETURN 0;
 	END IF;
-	l := payflow._sweep_step_slots(p_step);
 	v_free := l.max_running - (SELECT count(*)::integer FROM payflow.step_slots s WHERE s.step_name = p_step);
+	IF v_free <= 0 THEN
+		-- full by the count: sweep the slots left behind (_sweep_step_slots)
+		l := payflow._sweep_step_slots(p_step);
+		v_swept := true;
+		v_free := l.max_running - (SELECT count(*)::integer FROM payflow.step_slots s WHERE s.step_name = p_step);
+	END IF;
 	IF p_max IS NOT NULL THEN
 		v_free := least(v_free, p_max);
 	END IF;
@@ -81,6 +90,12 @@ BEGIN
 		   AND (l.max_running_per_tenant IS NULL OR k.slots < l.max_running_per_tenant)
 		 ORDER BY b.priority DESC, k.slots, b.id
 		 LIMIT 1;
+		IF NOT FOUND AND NOT v_swept AND l.max_running_per_tenant IS NOT NULL THEN
+			-- every tenant at its cap by the count: sweep once, look again
+			l := payflow._sweep_step_slots(p_step);
+			v_swept := true;
+			CONTINUE;
+		END IF;
 		EXIT WHEN NOT FOUND;
 		SELECT * INTO o FROM payflow.operations h WHERE h.id = c.id FOR UPDATE SKIP LOCKED;
 		IF NOT FOUND THEN
@@ -106,14 +121,26 @@ BEGIN
 END
 $$;
 
--- An attempt of p_step ended (done, failed, a retry later): its slot goes
--- to the next held operation.  One index probe for a step without a limit.
-CREATE OR REPLACE FUNCTION payflow._slot_freed(p_step text) RETURNS void
+-- Attempts of p_step ended (done, failed, a retry later) for p_ids: their
+-- slots are deleted (those whose operation no longer runs the step: an
+-- item refused, say, keeps its own) and go to the next held operations.
+-- One index probe for a step without a limit.  Only with the step's row
+-- when it is free (SKIP LOCKED, see above): the run times then feed the
+-- average, and held operations get the slots.
+CREATE OR REPLACE FUNCTION payflow._slot_freed(p_step text, p_ids text[]) RETURNS void
 	LANGUAGE plpgsql VOLATILE
 	AS $$
 BEGIN
-	IF EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step) THEN
+	IF NOT EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step) THEN
+		RETURN;
+	END IF;
+	PERFORM FROM payflow.step_limits x WHERE x.step_name = p_step FOR UPDATE SKIP LOCKED;
+	IF FOUND THEN
+		PERFORM payflow._sweep_step_slots(p_step, p_ids);
 		PERFORM payflow._dispatch_held(p_step);
+	ELSE
+		-- a claim holds the row: the slots go, their run times are not kept
+		PERFORM payflow._sweep_step_slots(p_step, p_ids, false);
 	END IF;
 END
 $$;
@@ -177,5 +204,5 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION payflow._dispatch_held(text, integer), payflow._request_step(payflow.operations, boolean),
-	payflow._slot_freed(text),
+	payflow._slot_freed(text, text[]),
 	payflow._release_held(text), payflow._require_priority(integer) FROM PUBLIC;

@@ -453,7 +453,7 @@ BEGIN
 			   step_last_error = fail_step.error, step_lease_expires_at = NULL
 		 WHERE id = o.id
 		RETURNING * INTO o;
-		PERFORM payflow._slot_freed(d.step_name);
+		PERFORM payflow._slot_freed(d.step_name, ARRAY[o.id]);
 		RETURN jsonb_build_object('action', 'retry', 'attempt', o.step_attempt,
 								  'nextAttemptAt', payflow._iso(o.step_next_attempt_at));
 	END IF;
@@ -473,7 +473,7 @@ BEGIN
 	PERFORM payflow._fail_operation(o,
 		CASE WHEN retryable THEN error || jsonb_build_object('attemptsExhausted', true) ELSE error END,
 		worker_id);
-	PERFORM payflow._slot_freed(d.step_name);
+	PERFORM payflow._slot_freed(d.step_name, ARRAY[o.id]);
 	RETURN jsonb_build_object('action', 'failed');
 END
 $$;
@@ -530,7 +530,7 @@ BEGIN
 	ELSE
 		v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 	END IF;
-	PERFORM payflow._slot_freed(step);
+	PERFORM payflow._slot_freed(step, ARRAY[operation_id]);
 	RETURN v_answer;
 END
 $$;
@@ -942,7 +942,7 @@ BEGIN
 			RETURN NEXT;
 		END LOOP;
 		IF v_fast = jsonb_array_length(items) THEN
-			PERFORM payflow._slot_freed(step);
+			PERFORM payflow._slot_freed(step, ARRAY(SELECT e ->> 'operationId' FROM jsonb_array_elements(items) e));
 			RETURN;
 		END IF;
 	END IF;
@@ -950,7 +950,9 @@ BEGIN
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_items(items);
 	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(false, step, worker_id, items, v_done);
-	PERFORM payflow._slot_freed(step);
+	IF jsonb_typeof(items) = 'array' THEN
+		PERFORM payflow._slot_freed(step, ARRAY(SELECT e ->> 'operationId' FROM jsonb_array_elements(items) e));
+	END IF;
 END
 $$;
 

@@ -112,6 +112,23 @@ SELECT o.payment_id, o.current_step, o.held_step IS NOT NULL AS held,
   FROM payflow.operations o WHERE o.payment_id IN ('d-p1', 'd-p2') ORDER BY 1;
 SELECT payflow.clear_step_limit('POST_PROCESS') AS cleared;
 
+-- A limit lowered: a request sent under the old one and not claimed yet
+-- loses its slot, so its claim counts against the new limit (refused while
+-- the running one finishes)
+SELECT payflow.set_step_limit('PROCESS_PAYMENT', 2) ->> 'maxRunning' AS max_running;
+SELECT count(payflow.submit(p, '{"amount": 1}')) AS submitted FROM unnest(ARRAY['d-l1', 'd-l2']) p;
+SELECT payment_id, held, requests FROM pf_dispatch_state() WHERE payment_id IN ('d-l1', 'd-l2');
+SELECT (payflow.claim_step(id, 'PROCESS_PAYMENT', 'w-d')) ->> 'action' AS l1
+  FROM payflow.operations WHERE payment_id = 'd-l1';
+SELECT payflow.set_step_limit('PROCESS_PAYMENT', 1) ->> 'maxRunning' AS max_running;
+SELECT (payflow.claim_step(id, 'PROCESS_PAYMENT', 'w-d')) ->> 'reason' AS l2_refused
+  FROM payflow.operations WHERE payment_id = 'd-l2';
+SELECT (payflow.complete_step(id, 'PROCESS_PAYMENT', 'w-d', '{"charge_id": "c"}')) ->> 'action' AS l1_done
+  FROM payflow.operations WHERE payment_id = 'd-l1';
+SELECT (payflow.claim_step(id, 'PROCESS_PAYMENT', 'w-d')) ->> 'action' AS l2
+  FROM payflow.operations WHERE payment_id = 'd-l2';
+SELECT payflow.clear_step_limit('PROCESS_PAYMENT') AS cleared;
+
 -- An operation's own history is untouched by the wait
 SELECT to_status FROM payflow.history((SELECT id FROM payflow.operations WHERE payment_id = 'd-a4'));
 DROP FUNCTION pf_dispatch_state();

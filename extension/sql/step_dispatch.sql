@@ -134,12 +134,19 @@ BEGIN
 	IF NOT EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step) THEN
 		RETURN;
 	END IF;
+	IF NOT EXISTS (SELECT FROM payflow.operations h WHERE h.held_step = p_step) THEN
+		-- nothing waits: the slots go, without the step's row (its lock and
+		-- the average at each completion cost 0.3 ms, 1.4x a completion
+		-- without a limit: step_limit_claims.sh)
+		PERFORM payflow._sweep_step_slots(p_step, p_ids, false);
+		RETURN;
+	END IF;
 	PERFORM FROM payflow.step_limits x WHERE x.step_name = p_step FOR UPDATE SKIP LOCKED;
 	IF FOUND THEN
 		PERFORM payflow._sweep_step_slots(p_step, p_ids);
 		PERFORM payflow._dispatch_held(p_step);
 	ELSE
-		-- a claim holds the row: the slots go, their run times are not kept
+		-- a claim holds the row: the slots go, the held wait for the next
 		PERFORM payflow._sweep_step_slots(p_step, p_ids, false);
 	END IF;
 END

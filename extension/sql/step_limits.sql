@@ -87,7 +87,8 @@ $$;
 -- average.  Only p_ids' slots when given (an attempt's end frees its own:
 -- _slot_freed).  NULL fields when the step has no limit.  The caller holds
 -- the step_limits row (_lock_step_limit), or passes p_average false: then
--- the run times are not kept and the row is not written.
+-- the row is written only when the average moves by a second or a fifth,
+-- and not at all while a claim holds it.
 --
 -- A sweep probes the operation of every slot, so claims and dispatches
 -- count the slots first and sweep only when the count says the limit is
@@ -127,6 +128,14 @@ BEGIN
 		UPDATE payflow.step_limits x
 		   SET avg_run_seconds = round(coalesce(0.8 * x.avg_run_seconds + 0.2 * v_ended, v_ended), 3)
 		 WHERE x.step_name = p_step
+		RETURNING * INTO l;
+	ELSIF v_ended IS NOT NULL
+		  AND (l.avg_run_seconds IS NULL OR abs(v_ended - l.avg_run_seconds) > greatest(0.2 * l.avg_run_seconds, 1)) THEN
+		-- without the row: the average only when it moves by what a wait
+		-- told in whole seconds can show, and only if no claim holds the row
+		UPDATE payflow.step_limits x
+		   SET avg_run_seconds = round(coalesce(0.8 * x.avg_run_seconds + 0.2 * v_ended, v_ended), 3)
+		 WHERE x.ctid = (SELECT y.ctid FROM payflow.step_limits y WHERE y.step_name = p_step FOR UPDATE SKIP LOCKED)
 		RETURNING * INTO l;
 	END IF;
 	RETURN l;
@@ -168,13 +177,20 @@ BEGIN
 		END IF;
 		RETURN NULL;
 	END IF;
-	SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
-	  FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id <> o.id;
-	IF v_running >= l.max_running OR v_tenant_running >= l.max_running_per_tenant THEN
-		-- at the limit by the count: sweep the slots left behind, count again
-		l := payflow._sweep_step_slots(p_step);
+	IF EXISTS (SELECT FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id = o.id) THEN
+		-- It holds a slot: its request was sent with it (step_dispatch.sql), or
+		-- this takes over its own attempt.  Every count includes it already.
+		v_running := 0;
+		v_tenant_running := 0;
+	ELSE
 		SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
-		  FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id <> o.id;
+		  FROM payflow.step_slots s WHERE s.step_name = p_step;
+		IF v_running >= l.max_running OR v_tenant_running >= l.max_running_per_tenant THEN
+			-- at the limit by the count: sweep the slots left behind, count again
+			l := payflow._sweep_step_slots(p_step);
+			SELECT count(*), count(*) FILTER (WHERE s.tenant = o.tenant) INTO v_running, v_tenant_running
+			  FROM payflow.step_slots s WHERE s.step_name = p_step;
+		END IF;
 	END IF;
 	IF v_running >= l.max_running THEN
 		RETURN jsonb_build_object('action', 'limited', 'reason', 'max_running', 'running', v_running,
@@ -225,31 +241,32 @@ DECLARE
 	v_retry integer;
 	v_admitted text[] := '{}'::text[];
 	v_tenant_most integer;
+	v_held text[] := '{}'::text[];	-- the items that hold a slot already
+	v_new integer;
 BEGIN
 	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step;
 	IF l.step_name IS NOT NULL THEN
+		-- An item that holds a slot (its request was sent with it:
+		-- step_dispatch.sql) is admitted without a count, which includes it
+		-- already; the others count every slot.
+		SELECT coalesce(array_agg(s.operation_id), '{}'::text[]) INTO v_held
+		  FROM payflow.step_slots s WHERE s.step_name = p_step AND s.operation_id = ANY (p_ids);
+		v_new := (SELECT count(DISTINCT x.id) FROM unnest(p_ids) x(id) WHERE x.id <> ALL (v_held));
 		FOR v_sweep IN 0 .. 1 LOOP
+			EXIT WHEN v_new = 0;
 			IF v_sweep = 1 THEN
 				l := payflow._sweep_step_slots(p_step);
 			END IF;
-			-- the slots of others: an item's own, taken when its request was
-			-- sent (step_dispatch.sql), is the one it claims (unless it runs: a
-			-- repeated message)
-			SELECT count(*)::integer INTO v_running
-			  FROM payflow.step_slots s
-			 WHERE s.step_name = p_step
-			   AND (s.operation_id <> ALL (p_ids)
-					OR EXISTS (SELECT FROM payflow.operations r WHERE r.id = s.operation_id AND r.step_status = 'RUNNING'));
+			SELECT count(*)::integer INTO v_running FROM payflow.step_slots s WHERE s.step_name = p_step;
 			IF l.max_running_per_tenant IS NOT NULL THEN
-				-- (an upper bound: the items' own slots counted too)
 				SELECT max(t.n) INTO v_tenant_most
 				  FROM (SELECT count(*)::integer AS n FROM payflow.step_slots x
 						 WHERE x.step_name = p_step GROUP BY x.tenant) t;
 			END IF;
 			-- room for the whole batch by the count: no sweep (see _sweep_step_slots)
-			EXIT WHEN v_running + cardinality(p_ids) <= l.max_running
+			EXIT WHEN v_running + v_new <= l.max_running
 				  AND (l.max_running_per_tenant IS NULL
-					   OR coalesce(v_tenant_most, 0) + cardinality(p_ids) <= l.max_running_per_tenant);
+					   OR coalesce(v_tenant_most, 0) + v_new <= l.max_running_per_tenant);
 		END LOOP;
 		v_retry := payflow._step_limit_retry_seconds(l);
 		v_tokens := payflow._step_limit_tokens(l);
@@ -274,13 +291,22 @@ BEGIN
 			RETURN NEXT;
 			CONTINUE;
 		END IF;
+		IF l.step_name IS NOT NULL AND c.id = ANY (v_held) THEN
+			-- holds its slot: only the rate (and the breaker above) may refuse it
+			IF l.per_second IS NOT NULL AND v_tokens < 1 THEN
+				answer := jsonb_build_object('action', 'limited', 'reason', 'per_second',
+											 'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
+			ELSE
+				answer := NULL;
+				v_admitted := v_admitted || c.id;
+				v_tokens := v_tokens - 1;
+			END IF;
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
 		IF l.max_running_per_tenant IS NOT NULL AND NOT v_tenants ? c.tenant THEN
 			v_tenants := v_tenants || jsonb_build_object(c.tenant,
-				(SELECT count(*) FROM payflow.step_slots s
-				  WHERE s.step_name = p_step AND s.tenant = c.tenant
-					AND (s.operation_id <> ALL (p_ids)
-						 OR EXISTS (SELECT FROM payflow.operations r
-									 WHERE r.id = s.operation_id AND r.step_status = 'RUNNING'))));
+				(SELECT count(*) FROM payflow.step_slots s WHERE s.step_name = p_step AND s.tenant = c.tenant));
 		END IF;
 		v_tenant_running := (v_tenants ->> c.tenant)::integer;
 		IF v_running >= l.max_running THEN
@@ -338,6 +364,7 @@ CREATE OR REPLACE FUNCTION payflow.set_step_limit(step_name text, max_running in
 DECLARE
 	d payflow.step_definitions := payflow._step_definition(step_name);	-- 22023 for an unknown step
 	l payflow.step_limits;
+	v_old payflow.step_limits;
 BEGIN
 	IF max_running IS NULL THEN
 		RAISE EXCEPTION 'max_running must not be null' USING ERRCODE = 'null_value_not_allowed',
@@ -352,12 +379,24 @@ BEGIN
 		RAISE EXCEPTION 'per_second must be positive' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = format('Got %s.', per_second);
 	END IF;
+	SELECT * INTO v_old FROM payflow.step_limits x WHERE x.step_name = d.step_name FOR UPDATE;
 	INSERT INTO payflow.step_limits AS x (step_name, max_running, max_running_per_tenant, per_second, tokens)
 	VALUES (d.step_name, max_running, max_running_per_tenant, per_second, greatest(coalesce(per_second, 1), 1))
 	ON CONFLICT ON CONSTRAINT step_limits_pkey DO UPDATE
 	   SET max_running = EXCLUDED.max_running, max_running_per_tenant = EXCLUDED.max_running_per_tenant,
 		   per_second = EXCLUDED.per_second, updated_by = session_user, updated_at = now()
 	RETURNING * INTO l;
+	IF l.max_running < v_old.max_running
+	   OR l.max_running_per_tenant < coalesce(v_old.max_running_per_tenant, 2147483647) THEN
+		-- Lowered: the slots of requests sent and not claimed yet go, so that
+		-- their claims count against the new limit (a claim that holds a slot
+		-- is admitted without a count).  Running attempts keep theirs.
+		DELETE FROM payflow.step_slots s
+		 WHERE s.step_name = l.step_name
+		   AND NOT EXISTS (SELECT FROM payflow.operations r
+							WHERE r.id = s.operation_id AND r.current_step = l.step_name
+							  AND r.step_status = 'RUNNING' AND r.step_lease_expires_at > now());
+	END IF;
 	RETURN jsonb_strip_nulls(jsonb_build_object('step', l.step_name, 'maxRunning', l.max_running,
 												'maxRunningPerTenant', l.max_running_per_tenant,
 												'perSecond', l.per_second));

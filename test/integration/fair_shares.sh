@@ -6,10 +6,10 @@
 # Tenant A submits a burst of 10,000 payments. Once its work runs, tenant B
 # submits ten, and A one more at priority 9. What B and the urgent one
 # waited for is counted in claims, not in seconds: how many of A's burst
-# started their call between B's submit and B's first call (a claim cycle
-# is the LIMIT slots turning over once). The burst's backlog waits in the
-# database, so B does not queue behind it: its first call comes within a
-# cycle, all ten finish while A still holds thousands, and the legacy DBMS
+# started their call between B's submit and B's first call (a turn is the
+# LIMIT slots turning over once). The burst's backlog waits in the
+# database, so B does not queue behind it: its first call comes within two
+# turns, all ten finish while A still holds thousands, and the legacy DBMS
 # never sees more than four calls at once. Then A's backlog is cancelled
 # (the cluster is shared with the tests after this one).
 #
@@ -88,16 +88,19 @@ before_b=$(a_calls_before "$b_submitted" "$b_first")
 u_submitted=$(q -c "SELECT created_at FROM payflow.operations WHERE payment_id = '$p-urgent'")
 u_first=$(legacy -c "SELECT min(started_at) FROM call_log WHERE fn = 'charge' AND payment_id = '$p-urgent'")
 before_u=$(a_calls_before "$u_submitted" "$u_first")
-wk_log "A's calls started before B's first: $before_b; before the urgent one: $before_u (a cycle: $LIMIT)"
-pf_ok "B's first call within a claim cycle, not behind A's burst ($before_b <= $LIMIT)" test "$before_b" -le "$LIMIT"
-pf_ok "the priority 9 within a claim cycle too ($before_u <= $LIMIT)" test "$before_u" -le "$LIMIT"
+# A's requests already sent when B's arrived may start first (at most
+# LIMIT); a second turn is the slack for a dispatch racing B's commit
+wk_log "A's calls started before B's first: $before_b; before the urgent one: $before_u (a turn: $LIMIT)"
+pf_ok "B's first call within two turns of the slots, not behind A's burst ($before_b <= 2 x $LIMIT)" \
+	test "$before_b" -le $((2 * LIMIT))
+pf_ok "the priority 9 within two turns too ($before_u <= 2 x $LIMIT)" test "$before_u" -le $((2 * LIMIT))
 # B holds the fewest slots while it has work: of the calls after B's first,
 # B's ten come before A's next ten-and-more
 b_last=$(legacy -c "SELECT max(started_at) FROM call_log WHERE fn = 'charge' AND payment_id LIKE '$p-b-%'")
 a_meanwhile=$(a_calls_before "$b_first" "$b_last")
 wk_log "A's calls while B's ten started: $a_meanwhile"
-pf_ok "B's ten shared the slots with A's burst, not behind it ($a_meanwhile <= 10 + $LIMIT)" \
-	test "$a_meanwhile" -le $((10 + LIMIT))
+pf_ok "B's ten shared the slots with A's burst, not behind it ($a_meanwhile <= 10 + 2 x $LIMIT)" \
+	test "$a_meanwhile" -le $((10 + 2 * LIMIT))
 
 most=$(legacy -c "SELECT max((SELECT count(*) FROM call_log b
 							   WHERE b.fn = 'charge' AND b.payment_id LIKE '$p-%' AND b.started_at <= a.started_at

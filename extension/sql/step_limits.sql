@@ -207,8 +207,11 @@ BEGIN
 		END IF;
 		UPDATE payflow.step_limits x SET tokens = v_tokens - 1, refilled_at = now() WHERE x.step_name = p_step;
 	END IF;
+	-- a slot it holds keeps its time: the slot is taken from when its
+	-- request was sent, which is what the average of how long one is held
+	-- wants (and no write of the row)
 	INSERT INTO payflow.step_slots (step_name, operation_id, tenant) VALUES (p_step, o.id, o.tenant)
-	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
+	ON CONFLICT (step_name, operation_id) DO NOTHING;
 	IF g.present THEN
 		PERFORM payflow._breaker_admitted(p_step, ARRAY[o.id]);
 	END IF;
@@ -270,6 +273,10 @@ BEGIN
 		END LOOP;
 		v_retry := payflow._step_limit_retry_seconds(l);
 		v_tokens := payflow._step_limit_tokens(l);
+		IF v_new = 0 AND l.per_second IS NULL AND NOT g.present THEN
+			-- every item holds its slot, and nothing else could refuse one
+			RETURN;
+		END IF;
 	END IF;
 	FOR c IN
 		SELECT o.id, o.tenant
@@ -347,7 +354,7 @@ BEGIN
 	INSERT INTO payflow.step_slots (step_name, operation_id, tenant)
 	SELECT p_step, o.id, o.tenant FROM payflow.operations o
 	 WHERE o.id = ANY (p_ids) AND EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step)
-	ON CONFLICT (step_name, operation_id) DO UPDATE SET claimed_at = now();
+	ON CONFLICT (step_name, operation_id) DO NOTHING;	-- (as _take_step_slot's)
 END
 $$;
 

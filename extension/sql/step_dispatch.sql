@@ -28,17 +28,16 @@
 --
 -- What a held operation looks like: status and step PENDING as before, no
 -- event in the outbox, no message in any queue.  It is not stuck
--- (run_scheduler and stuck_operations() leave it alone); metrics() counts
+-- (run_scheduler does not re-drive it, admin_stuck() does not list it); metrics() counts
 -- the held operations of each limited step (steps.<step>.limit.held).
 -- Priorities and fair shares apply where there is a backlog to order, so
 -- only to limited steps: a step without a limit sends every request at
 -- once, and its queue's order is SQS's.
 
 -- Sends the requests of p_step's held operations while the step has free
--- slots (at most p_max; NULL: as many as are free), in the order above;
--- returns how many it sent.  0 when the step has no limit, or when its row
+-- slots, in the order above; returns how many it sent.  0 when the step has no limit, or when its row
 -- is held by another session (which frees or takes slots itself).
-CREATE OR REPLACE FUNCTION payflow._dispatch_held(p_step text, p_max integer DEFAULT NULL) RETURNS integer
+CREATE OR REPLACE FUNCTION payflow._dispatch_held(p_step text) RETURNS integer
 	LANGUAGE plpgsql VOLATILE
 	SET enable_bitmapscan = off		-- as _sweep_step_slots
 	AS $$
@@ -64,9 +63,6 @@ BEGIN
 		l := payflow._sweep_step_slots(p_step);
 		v_swept := true;
 		v_free := l.max_running - (SELECT count(*)::integer FROM payflow.step_slots s WHERE s.step_name = p_step);
-	END IF;
-	IF p_max IS NOT NULL THEN
-		v_free := least(v_free, p_max);
 	END IF;
 	WHILE v_sent < v_free LOOP
 		-- The tenants with held operations (a skip scan of operations_held_idx),
@@ -155,8 +151,8 @@ $$;
 -- Asks for operation o's open step to run (o PENDING, its row locked by
 -- the caller): held for a slot when the step has a limit, then sent at
 -- once if one is free and p_dispatch; else its request emitted.  For
--- retries that are due, replays and re-drives; submit and completions do
--- the same in their own statements.
+-- retries that fall due and replays; submit and completions do the same
+-- in their own statements.
 CREATE OR REPLACE FUNCTION payflow._request_step(o payflow.operations, p_dispatch boolean) RETURNS void
 	LANGUAGE plpgsql VOLATILE
 	AS $$
@@ -210,6 +206,6 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION payflow._dispatch_held(text, integer), payflow._request_step(payflow.operations, boolean),
+REVOKE ALL ON FUNCTION payflow._dispatch_held(text), payflow._request_step(payflow.operations, boolean),
 	payflow._slot_freed(text, text[]),
 	payflow._release_held(text), payflow._require_priority(integer) FROM PUBLIC;

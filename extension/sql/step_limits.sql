@@ -124,15 +124,12 @@ BEGIN
 		RETURNING extract(epoch FROM clock_timestamp() - s.claimed_at)::numeric AS seconds
 	)
 	SELECT avg(g.seconds) INTO v_ended FROM gone g;
-	IF v_ended IS NOT NULL AND p_average THEN
-		UPDATE payflow.step_limits x
-		   SET avg_run_seconds = round(coalesce(0.8 * x.avg_run_seconds + 0.2 * v_ended, v_ended), 3)
-		 WHERE x.step_name = p_step
-		RETURNING * INTO l;
-	ELSIF v_ended IS NOT NULL
-		  AND (l.avg_run_seconds IS NULL OR abs(v_ended - l.avg_run_seconds) > greatest(0.2 * l.avg_run_seconds, 1)) THEN
-		-- without the row: the average only when it moves by what a wait
-		-- told in whole seconds can show, and only if no claim holds the row
+	-- without the row (p_average false): the average only when it moves by
+	-- what a wait told in whole seconds can show, and only if no claim
+	-- holds the row (SKIP LOCKED; the caller's own lock does not stop it)
+	IF v_ended IS NOT NULL
+	   AND (p_average OR l.avg_run_seconds IS NULL
+			OR abs(v_ended - l.avg_run_seconds) > greatest(0.2 * l.avg_run_seconds, 1)) THEN
 		UPDATE payflow.step_limits x
 		   SET avg_run_seconds = round(coalesce(0.8 * x.avg_run_seconds + 0.2 * v_ended, v_ended), 3)
 		 WHERE x.ctid = (SELECT y.ctid FROM payflow.step_limits y WHERE y.step_name = p_step FOR UPDATE SKIP LOCKED)
@@ -245,6 +242,7 @@ DECLARE
 	v_admitted text[] := '{}'::text[];
 	v_tenant_most integer;
 	v_held text[] := '{}'::text[];	-- the items that hold a slot already
+	v_holds boolean;
 	v_new integer;
 BEGIN
 	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step;
@@ -298,25 +296,14 @@ BEGIN
 			RETURN NEXT;
 			CONTINUE;
 		END IF;
-		IF l.step_name IS NOT NULL AND c.id = ANY (v_held) THEN
-			-- holds its slot: only the rate (and the breaker above) may refuse it
-			IF l.per_second IS NOT NULL AND v_tokens < 1 THEN
-				answer := jsonb_build_object('action', 'limited', 'reason', 'per_second',
-											 'retryAfterSeconds', greatest(1, ceil((1 - v_tokens) / l.per_second))::integer);
-			ELSE
-				answer := NULL;
-				v_admitted := v_admitted || c.id;
-				v_tokens := v_tokens - 1;
-			END IF;
-			RETURN NEXT;
-			CONTINUE;
-		END IF;
-		IF l.max_running_per_tenant IS NOT NULL AND NOT v_tenants ? c.tenant THEN
+		-- one that holds its slot: only the rate (and the breaker above) may refuse it
+		v_holds := c.id = ANY (v_held);
+		IF l.max_running_per_tenant IS NOT NULL AND NOT v_holds AND NOT v_tenants ? c.tenant THEN
 			v_tenants := v_tenants || jsonb_build_object(c.tenant,
 				(SELECT count(*) FROM payflow.step_slots s WHERE s.step_name = p_step AND s.tenant = c.tenant));
 		END IF;
-		v_tenant_running := (v_tenants ->> c.tenant)::integer;
-		IF v_running >= l.max_running THEN
+		v_tenant_running := CASE WHEN NOT v_holds THEN (v_tenants ->> c.tenant)::integer END;
+		IF v_running >= l.max_running AND NOT v_holds THEN
 			answer := jsonb_build_object('action', 'limited', 'reason', 'max_running', 'running', v_running,
 										 'retryAfterSeconds', v_retry);
 		ELSIF v_tenant_running >= l.max_running_per_tenant THEN
@@ -328,7 +315,7 @@ BEGIN
 		ELSE
 			answer := NULL;
 			v_admitted := v_admitted || c.id;
-			v_running := v_running + 1;
+			v_running := v_running + CASE WHEN v_holds THEN 0 ELSE 1 END;
 			IF v_tenant_running IS NOT NULL THEN
 				v_tenants := jsonb_set(v_tenants, ARRAY[c.tenant], to_jsonb(v_tenant_running + 1));
 			END IF;

@@ -71,6 +71,20 @@ SELECT c.item, c.answer ->> 'action' AS action, c.answer ->> 'reason' AS reason,
   FROM payflow.claim_steps('PROCESS_PAYMENT', 'w-lim',
 	   (SELECT array_agg(id ORDER BY payment_id) FROM payflow.operations WHERE payment_id LIKE 'lim-rate-%')) c
  ORDER BY 1;
+-- a batch whose every item holds its slot takes the short way
+-- (_gate_step_claims), and spends its tokens there too
+SELECT payflow.set_step_limit('PROCESS_PAYMENT', 100, NULL, 0.001) ->> 'perSecond' AS per_second;
+UPDATE payflow.step_limits SET tokens = 1, refilled_at = now();
+SELECT payflow.submit('lim-rate-3', '{"amount": 1}') IS NOT NULL AS submitted;
+SELECT c.answer ->> 'action' AS action, s.step_name IS NOT NULL AS held_a_slot
+  FROM payflow.operations o
+  LEFT JOIN payflow.step_slots s ON s.operation_id = o.id
+ CROSS JOIN payflow.claim_steps('PROCESS_PAYMENT', 'w-lim', ARRAY[o.id]) c
+ WHERE o.payment_id = 'lim-rate-3';
+SELECT round(tokens, 1) AS tokens_left FROM payflow.step_limits;
+SELECT c.answer ->> 'action' AS action, c.answer ->> 'reason' AS reason
+  FROM payflow.claim_steps('PROCESS_PAYMENT', 'w-lim',
+	   (SELECT array_agg(id) FROM payflow.operations WHERE payment_id = 'lim-rate-2')) c;
 
 -- other steps are not limited; clear_step_limit
 SELECT payflow.clear_step_limit('PROCESS_PAYMENT') AS cleared, payflow.clear_step_limit('PROCESS_PAYMENT') AS again;

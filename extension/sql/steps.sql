@@ -685,23 +685,21 @@ DECLARE
 	v_done boolean[];
 	v_n integer;
 	v_fast integer := 0;
-	v_limited boolean;
+	v_gate text;
 	v_ids text[] := operation_ids;	-- what the fast path may claim (NULL: not it)
 	v_claimed text[];
 BEGIN
 	PERFORM payflow._require_step_role(step);
-	v_limited := payflow._step_limited(step);
-	IF v_limited THEN
-		-- before any operation's row (step_limits.sql)
-		PERFORM payflow._lock_step_limit(step);
-	END IF;
+	-- the step's limit and breaker locked before any operation's row, and
+	-- whether the batch needs the admission (step_limits.sql)
+	v_gate := payflow._gate_step_claims(step, operation_ids);
 	-- The fast path first: it checks the arguments inside its statement and
 	-- takes no item of a call with a wrong one, so the checks below run only
 	-- when some item needs the full logic (each is a statement: 40 us a
 	-- call when they ran first).
 	IF cardinality(operation_ids) <= 100 THEN
 		v_done := array_fill(false, ARRAY[cardinality(operation_ids)]);
-		IF v_limited THEN
+		IF v_gate = 'admit' THEN
 			-- the limit decides for the whole batch; an item it refuses is
 			-- answered here, one it admits goes to the fast path
 			FOR r IN SELECT a.operation_id, a.answer FROM payflow._admit_step_claims(step, operation_ids) a
@@ -723,7 +721,7 @@ BEGIN
 			v_claimed := v_claimed || r.operation_id;
 			RETURN NEXT;
 		END LOOP;
-		IF v_limited AND v_claimed IS NOT NULL THEN
+		IF v_gate = 'admit' AND v_claimed IS NOT NULL THEN
 			PERFORM payflow._record_step_slots(step, v_claimed);
 		END IF;
 		IF v_fast = cardinality(operation_ids) THEN

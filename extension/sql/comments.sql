@@ -6,12 +6,12 @@
 -- error codes.  pipeline.sql comments its own four functions.
 
 -- the application (payflow_app)
-COMMENT ON FUNCTION payflow.submit(text, jsonb, text, text, integer) IS
-	'Creates an operation for a payment request (the details stored by the claim check) and returns its id at once; the same idempotency key returns the same operation, other details under it are PF002. priority (-100..100, higher first) orders the slots of a step with a limit.';
-COMMENT ON FUNCTION payflow.submit_ref(text, text, text, text, bigint, text, text, integer) IS
+COMMENT ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text) IS
+	'Creates an operation for a payment request (the details stored by the claim check) and returns its id at once; the same idempotency key returns the same operation, other details under it are PF002. priority (-100..100, higher first) orders the slots of a step with a limit; traceparent (W3C) is the trace its spans continue, a new one when NULL.';
+COMMENT ON FUNCTION payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text) IS
 	'submit for details already stored (s3, or a pg payload of the caller''s tenant): a reference with its sha256 checksum and size.';
 COMMENT ON FUNCTION payflow.status(text) IS
-	'The status document of an operation of the current tenant: status, current step, attempts, next attempt, result or error.';
+	'The status document of an operation of the current tenant: status, current step, attempts, next attempt, result or error, trace id.';
 COMMENT ON FUNCTION payflow.history(text) IS
 	'Every status change of an operation of the current tenant, oldest first.';
 COMMENT ON FUNCTION payflow.cancel(text, text) IS

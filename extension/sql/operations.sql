@@ -46,7 +46,8 @@ $$;
 -- first step's ready status, with that step's request.
 CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text, p_request_hash bytea,
-										  p_request_ref jsonb, p_content bytea, p_priority smallint)
+										  p_request_ref jsonb, p_content bytea, p_priority smallint,
+										  p_traceparent text)
 	RETURNS text
 	LANGUAGE plpgsql
 	-- One plan per session, not a custom one at each of the first five
@@ -78,9 +79,10 @@ BEGIN
 	), op AS (
 		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 										correlation_id, request_ref, status, current_step, pipeline_version,
-										submitted_by, priority, held_step)
+										submitted_by, priority, held_step, traceparent)
 		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
-			   f.ready_status, f.step_name, f.pipeline_version, session_user, p_priority, f.held_step
+			   f.ready_status, f.step_name, f.pipeline_version, session_user, p_priority, f.held_step,
+			   p_traceparent
 		  FROM f
 		 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
@@ -170,10 +172,13 @@ $$;
 ---------------------------------------------------------------------------
 
 -- Creates an operation for a payment request and returns its id at once.
+-- traceparent: the caller's W3C trace context, which the operation's spans
+-- continue; a new trace when NULL (trace_context.sql).
 CREATE OR REPLACE FUNCTION payflow.submit(payment_id text, details jsonb,
 							   idempotency_key text DEFAULT NULL,
 							   correlation_id text DEFAULT NULL,
-							   priority integer DEFAULT 0)
+							   priority integer DEFAULT 0,
+							   traceparent text DEFAULT NULL)
 	RETURNS text
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -198,7 +203,7 @@ BEGIN
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
 		payflow._request_hash(sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content)),
-		NULL, v_content, coalesce(priority, 0)::smallint);
+		NULL, v_content, coalesce(priority, 0)::smallint, payflow._traceparent(traceparent));
 END
 $$;
 
@@ -207,7 +212,8 @@ $$;
 CREATE OR REPLACE FUNCTION payflow.submit_ref(payment_id text, store text, key text, checksum text, size bigint,
 								   idempotency_key text DEFAULT NULL,
 								   correlation_id text DEFAULT NULL,
-								   priority integer DEFAULT 0)
+								   priority integer DEFAULT 0,
+								   traceparent text DEFAULT NULL)
 	RETURNS text
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, payflow, pg_temp
@@ -253,7 +259,7 @@ BEGIN
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
 		payflow._request_hash(sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8'))),
 		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
-		NULL, payflow._require_priority(priority));
+		NULL, payflow._require_priority(priority), payflow._traceparent(traceparent));
 END
 $$;
 
@@ -280,6 +286,7 @@ BEGIN
 			   'error', coalesce(o.error, CASE WHEN o.step_status = 'RETRY_WAIT' THEN o.step_last_error END),
 			   'result', o.result,
 			   'correlationId', o.correlation_id,
+			   'traceId', payflow._trace_id(o.traceparent),
 			   'terminal', payflow._is_terminal(o.status),
 			   'createdAt', payflow._iso(o.created_at),
 			   'updatedAt', payflow._iso(o.updated_at),

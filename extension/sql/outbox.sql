@@ -36,7 +36,11 @@ CREATE OR REPLACE FUNCTION payflow._event_attributes(p_operation_id text, p_corr
 	AS $$
 	SELECT jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
 												'operationId', p_operation_id,
-												'correlationId', p_correlation_id))
+												'correlationId', p_correlation_id,
+												-- the operation's trace, which its workers continue
+												-- (trace_context.sql): stored once, with the operation
+												'traceparent', (SELECT o.traceparent FROM payflow.operations o
+																 WHERE o.id = p_operation_id)))
 $$;
 
 -- The envelope fields of an event's body that the log keeps as columns

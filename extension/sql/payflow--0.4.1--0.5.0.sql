@@ -215,16 +215,19 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include step_breakers.sql @@
 --@@ include step_dispatch.sql @@
 --@@ include tenant_quotas.sql @@
--- submit and submit_ref take a priority (step_dispatch.sql)
+-- submit and submit_ref take a priority (step_dispatch.sql) and a
+-- traceparent (trace_context.sql)
+ALTER TABLE payflow.operations ADD COLUMN traceparent text COLLATE "C";
+--@@ include trace_context.sql @@
 DROP FUNCTION payflow.submit(text, jsonb, text, text);
 DROP FUNCTION payflow.submit_ref(text, text, text, text, bigint, text, text);
 DROP FUNCTION payflow._create_operation(text, text, text, bytea, jsonb, bytea);
 --@@ include operations.sql @@
-REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer),
-	payflow.submit_ref(text, text, text, text, bigint, text, text, integer),
-	payflow._create_operation(text, text, text, bytea, jsonb, bytea, smallint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer),
-	payflow.submit_ref(text, text, text, text, bigint, text, text, integer) TO payflow_app;
+REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text),
+	payflow._create_operation(text, text, text, bytea, jsonb, bytea, smallint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text) TO payflow_app;
 --@@ include payloads.sql @@
 --@@ include steps.sql @@
 --@@ include hooks.sql @@

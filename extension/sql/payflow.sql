@@ -104,6 +104,7 @@ $roles$;
 
 --@@ flavour include wake_listeners.sql @@
 
+--@@ include trace_context.sql @@
 --@@ include operations.sql @@
 
 --@@ include submit_many.sql @@
@@ -145,9 +146,9 @@ GRANT USAGE ON SCHEMA payflow TO payflow_app, payflow_worker, payflow_admin,
 	payflow_relay, payflow_step_worker, payflow_postprocess_worker, payflow_webhook_worker;
 
 GRANT EXECUTE ON FUNCTION
-	payflow.submit(text, jsonb, text, text, integer),
+	payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_many(jsonb),
-	payflow.submit_ref(text, text, text, text, bigint, text, text, integer),
+	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text),
 	payflow.status(text),
 	payflow.history(text),
 	payflow.cancel(text, text),

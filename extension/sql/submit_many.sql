@@ -20,8 +20,8 @@ CREATE FUNCTION payflow._submit_many_max() RETURNS integer
 	RETURN 1000;
 
 -- Raises 22023 (or 22004 for a null) for an item that is not a JSON object
--- of the five known fields, with strings where strings go and a whole
--- number for priority.
+-- of the six known fields, with strings where strings go, a whole number
+-- for priority and a W3C traceparent for traceparent.
 CREATE FUNCTION payflow._require_submit_item(item jsonb) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	AS $$
@@ -35,9 +35,10 @@ BEGIN
 			DETAIL = format('Got a JSON %s.', jsonb_typeof(item));
 	END IF;
 	FOR v_key IN SELECT jsonb_object_keys(item) LOOP
-		IF v_key NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority') THEN
+		IF v_key NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority',
+						 'traceparent') THEN
 			RAISE EXCEPTION 'has an unknown field "%"', v_key USING ERRCODE = 'invalid_parameter_value',
-				HINT = 'An item has payment_id, details, and optionally idempotency_key, correlation_id and priority.';
+				HINT = 'An item has payment_id, details, and optionally idempotency_key, correlation_id, priority and traceparent.';
 		END IF;
 		IF v_key = 'priority' THEN
 			IF jsonb_typeof(item -> v_key) NOT IN ('number', 'null')
@@ -49,6 +50,8 @@ BEGIN
 		ELSIF v_key <> 'details' AND jsonb_typeof(item -> v_key) NOT IN ('string', 'null') THEN
 			RAISE EXCEPTION '.% must be a JSON string', v_key USING ERRCODE = 'invalid_parameter_value',
 				DETAIL = format('Got a JSON %s.', jsonb_typeof(item -> v_key));
+		ELSIF v_key = 'traceparent' THEN
+			PERFORM payflow._traceparent(item ->> v_key);
 		END IF;
 	END LOOP;
 END
@@ -65,7 +68,7 @@ CREATE FUNCTION payflow._raise_for_item(p_item integer, p_state text, p_message 
 DECLARE
 	-- item 0: the statement that submits them all failed, no item in particular
 	v_message text := CASE WHEN p_item = 0 THEN 'requests' ELSE format('requests[%s]', p_item) END ||
-		CASE WHEN p_message ~ '^(payment_id|details|idempotency_key|correlation_id|priority) ' THEN '.'
+		CASE WHEN p_message ~ '^(payment_id|details|idempotency_key|correlation_id|priority|traceparent) ' THEN '.'
 			 WHEN p_message ~ '^(must|has) ' THEN ' '
 			 WHEN left(p_message, 1) = '.' THEN ''
 			 ELSE ': ' END || p_message;
@@ -133,6 +136,7 @@ DECLARE
 	v_correlations text[] := ARRAY[]::text[];
 	v_contents bytea[] := ARRAY[]::bytea[];
 	v_priorities smallint[] := ARRAY[]::smallint[];
+	v_traces text[] := ARRAY[]::text[];
 	v_ids text[] := ARRAY[]::text[];
 	v_first text;
 	v_events integer;
@@ -163,10 +167,13 @@ BEGIN
 		 WHERE CASE WHEN jsonb_typeof(r.e) IS DISTINCT FROM 'object' THEN true
 				   ELSE NOT r.e ?& ARRAY['payment_id', 'details']
 						OR EXISTS (SELECT FROM jsonb_object_keys(r.e) k
-									WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority'))
+									WHERE k NOT IN ('payment_id', 'details', 'idempotency_key', 'correlation_id', 'priority',
+						 'traceparent'))
 						OR jsonb_typeof(r.e -> 'payment_id') <> 'string'
 						OR jsonb_typeof(r.e -> 'idempotency_key') NOT IN ('string', 'null')
 						OR jsonb_typeof(r.e -> 'correlation_id') NOT IN ('string', 'null')
+						OR jsonb_typeof(r.e -> 'traceparent') NOT IN ('string', 'null')
+						OR NOT payflow._traceparent_valid(r.e ->> 'traceparent')	-- (NULL when absent: not bad)
 						OR r.e ->> 'payment_id' = '' OR length(r.e ->> 'payment_id') > 255
 						OR r.e ->> 'payment_id' ~ '[[:cntrl:]\uFFFE\uFFFF]'
 						OR r.e ->> 'idempotency_key' = '' OR length(r.e ->> 'idempotency_key') > 255
@@ -193,8 +200,9 @@ BEGIN
 			   coalesce(array_agg(coalesce(r.e ->> 'idempotency_key', r.e ->> 'payment_id') ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(r.e ->> 'correlation_id' ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(convert_to((r.e -> 'details')::text, 'UTF8') ORDER BY r.o), ARRAY[]::bytea[]),
-			   coalesce(array_agg(coalesce((r.e ->> 'priority')::numeric, 0)::smallint ORDER BY r.o), ARRAY[]::smallint[])
-		  INTO v_payments, v_keys, v_correlations, v_contents, v_priorities
+			   coalesce(array_agg(coalesce((r.e ->> 'priority')::numeric, 0)::smallint ORDER BY r.o), ARRAY[]::smallint[]),
+			   coalesce(array_agg(r.e ->> 'traceparent' ORDER BY r.o), ARRAY[]::text[])
+		  INTO v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces
 		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o);
 		v_i := 0;
 
@@ -208,9 +216,10 @@ BEGIN
 			 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
 		), ids AS MATERIALIZED (
 			-- volatile in the select list: a new id and event id per item
-			SELECT r.*, payflow._new_operation_id() AS id, gen_random_uuid() AS event_id
-			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities) WITH ORDINALITY
-				   AS r(payment_id, key, correlation_id, content, priority, i)
+			SELECT r.*, payflow._new_operation_id() AS id, gen_random_uuid() AS event_id,
+				   payflow._traceparent(r.given_trace) AS traceparent
+			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces) WITH ORDINALITY
+				   AS r(payment_id, key, correlation_id, content, priority, given_trace, i)
 		), it AS MATERIALIZED (
 			SELECT ids.*,
 				   jsonb_build_object('store', 'pg', 'key', payflow._payload_key(ids.id, 'request.json'),
@@ -219,11 +228,11 @@ BEGIN
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 											correlation_id, request_ref, status, current_step, pipeline_version,
-											submitted_by, priority, held_step)
+											submitted_by, priority, held_step, traceparent)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
 				   payflow._request_hash(sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content)),
 				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user,
-				   it.priority, f.held_step
+				   it.priority, f.held_step, it.traceparent
 			  FROM it, f
 			 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 			 ORDER BY it.key COLLATE "C", it.i
@@ -292,4 +301,4 @@ REVOKE ALL ON FUNCTION payflow._raise_key_reused(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.submit_many(jsonb) TO payflow_app;
 
 COMMENT ON FUNCTION payflow.submit_many(jsonb) IS
-	'submit for each item of a JSON array ({payment_id, details, idempotency_key?, correlation_id?, priority?}, at most 1000) in one statement: one row (item, payment_id, operation_id) per item, in order; all or nothing, the first bad item''s error names its place.';
+	'submit for each item of a JSON array ({payment_id, details, idempotency_key?, correlation_id?, priority?, traceparent?}, at most 1000) in one statement: one row (item, payment_id, operation_id) per item, in order; all or nothing, the first bad item''s error names its place.';

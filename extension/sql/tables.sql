@@ -164,6 +164,8 @@ CREATE TABLE payflow.operations (
 	-- that step's name.
 	priority smallint NOT NULL DEFAULT 0,
 	held_step text COLLATE "C",
+	-- the W3C traceparent the operation's spans continue (trace_context.sql)
+	traceparent text COLLATE "C",
 	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
 ) WITH (fillfactor = 70,
 		autovacuum_vacuum_scale_factor = 0.02,

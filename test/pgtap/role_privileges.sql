@@ -126,9 +126,9 @@ $$;
 CREATE TEMP TABLE rp_expected (role text, fn text);
 INSERT INTO rp_expected
 SELECT 'app', unnest(ARRAY[
-	'payflow.submit(text,jsonb,text,text,integer)',
+	'payflow.submit(text,jsonb,text,text,integer,text)',
 	'payflow.submit_many(jsonb)',
-	'payflow.submit_ref(text,text,text,text,bigint,text,text,integer)',
+	'payflow.submit_ref(text,text,text,text,bigint,text,text,integer,text)',
 	'payflow.status(text)',
 	'payflow.history(text)',
 	'payflow.cancel(text,text)',

@@ -39,6 +39,12 @@ pf_ok "the backlog waits in the database: $held of $N held, not sent" \
 calls() { legacy -c "SELECT count(*) FROM call_log WHERE fn = 'charge' AND payment_id LIKE '$p-%'"; }
 a_third() { [ "$(calls)" -ge $((N / 3)) ]; }
 pf_ok "a third of the calls made" pf_wait_for 120 a_third
+# killed while it runs a step: its slot waits for the lease to expire
+w1_running() {
+	[ "$(q -c "SELECT count(*) FROM payflow.operations WHERE payment_id LIKE '$p-%' AND step_status = 'RUNNING'
+				AND step_lease_owner = 'w1-$WK_RUN'")" -gt 0 ]
+}
+pf_wait_for 30 w1_running || true
 killed_at=$EPOCHREALTIME
 kill -9 "$WK_PID_w1"
 wk_log "killed w1 (pid $WK_PID_w1) with $(q -c "SELECT count(*) FROM payflow.operations

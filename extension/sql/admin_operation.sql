@@ -24,6 +24,7 @@ BEGIN
 	END IF;
 	RETURN payflow._admin_operation_row(o) || jsonb_build_object(
 		'idempotencyKey', o.idempotency_key,
+		'traceId', payflow._trace_id(o.traceparent),	-- (trace_context.sql)
 		'request', o.request_ref,
 		'actions', jsonb_build_object('replay', o.status = 'FAILED', 'cancel', o.status = 'PENDING'),
 		'transitions', (

@@ -210,7 +210,9 @@ t0=$(date +%s.%N)
 q -c "SELECT count(payflow.submit('$P-' || n,
 		jsonb_build_object('amount', (100 + n) || '.50', 'currency', 'EUR', 'customer', 'C-' || (n % 17),
 						   'description', 'order ' || n),
-		correlation_id => 'corr-$P-' || n))
+		correlation_id => 'corr-$P-' || n,
+		-- every third one continues a caller's trace; the others start one
+		traceparent => CASE WHEN n % 3 = 0 THEN '00-' || md5('$P-' || n) || '-' || left(md5('span-' || n), 16) || '-01' END))
 	  FROM generate_series(1, $N) n" >/dev/null
 t_submitted=$(date +%s.%N)
 open_ops() {
@@ -283,6 +285,49 @@ queues_empty || {
 dlq_total=$(node test/emulator/sqs-count.mjs "$(dlq_url payment-requests)" "$(dlq_url payment-completed)" \
 	"$(dlq_url invoice-requests)" | sed -n 's/.*"visible":\([0-9]*\).*/\1/p' | paste -sd+ | bc)
 pf_eq "no message reached a DLQ" 0 "$dlq_total"
+# ---- one trace per operation (issue 29) ----
+# Every worker line about an operation names the operation's trace (the
+# relay sent it as the SQS attribute "traceparent"), each attempt a span of
+# its own under it: a trace the caller gave is continued, not replaced.
+q -c "SELECT id || ' ' || payflow._trace_id(traceparent) || ' ' || status || ' ' || (traceparent LIKE '00-' || md5(payment_id) || '-%')
+	  FROM payflow.operations WHERE payment_id LIKE '$P-%'" >"$DIR/traces"
+pf_eq "every operation has a trace; every third one the caller's" "$N $((N / 3))" \
+	"$(wc -l <"$DIR/traces") $(grep -c ' true$' "$DIR/traces")"
+trace_check=$(python3 - "$DIR/traces" "$DIR/payment.log" "$DIR/postprocess.log" "$DIR/invoice.log" <<'PY'
+import json, sys
+traces = {}
+completed = set()
+for line in open(sys.argv[1]):
+    op, trace, status = line.split()[:3]
+    traces[op] = trace
+    if status == "COMPLETED":
+        completed.add(op)
+lines = wrong = 0
+roles = set()
+spans = {}
+for path in sys.argv[2:]:
+    for text in open(path):
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            continue
+        op = entry.get("operationId")
+        if op not in traces or "traceId" not in entry:
+            continue
+        lines += 1
+        roles.add(path)
+        if entry["traceId"] != traces[op] or len(entry.get("spanId", "")) != 16:
+            wrong += 1
+        spans.setdefault(op, set()).add(entry["spanId"])
+# an operation's three steps are three spans at least (more with retries)
+ops_with_spans = sum(1 for op, s in spans.items() if op in completed and len(s) >= 3)
+print(f"{len(roles)} {wrong} {ops_with_spans} {lines}")
+PY
+)
+read -r trace_roles trace_wrong trace_ops trace_lines <<<"$trace_check"
+say "trace ids: $trace_lines worker log lines checked"
+pf_eq "each worker's lines carry their operation's trace id, none another" "3 0" "$trace_roles $trace_wrong"
+pf_eq "each completed operation's three steps are three spans of its trace" "$completed" "$trace_ops"
 pf_ok "the relay and the three workers are still running" kill -0 "$PID_relay" "$PID_payment" "$PID_postprocess" "$PID_invoice"
 
 # ---- figures ----

@@ -391,6 +391,7 @@ function operationPage(id) {
 			['Payment id', el('span', { class: 'mono' }, o.paymentId)],
 			['Tenant', o.tenant], ['Current step', o.currentStep], ['Error', errorText(o.error)],
 			['Correlation id', o.correlationId || ''], ['Idempotency key', el('span', { class: 'mono' }, o.idempotencyKey)],
+			['Trace id', el('span', { class: 'mono', 'data-testid': 'trace-id' }, o.traceId || '')],
 			['Created', whenText(o.createdAt)], ['Updated', whenText(o.updatedAt)], ['Ended', whenText(o.completedAt)],
 		].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
 		actions.replaceChildren(...[

@@ -474,7 +474,8 @@ test_log_fields(void)
 	FILE	   *logf = tmpfile();
 	char		line[2048] = {0};
 	json_t	   *j;
-	pf_log_ids	ids = {"pay_01JABCDEFGHJKMNPQRSTVWXYZ0", "0b5c1d6e-8f4a-4c2b-9d3e-1a2b3c4d5e6f", "req-789"};
+	pf_log_ids	ids = {"pay_01JABCDEFGHJKMNPQRSTVWXYZ0", "0b5c1d6e-8f4a-4c2b-9d3e-1a2b3c4d5e6f", "req-789",
+	"4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"};
 
 	pf_log_set_stream(logf);
 	pf_log_init("payflow-test", PF_LOG_INFO);
@@ -504,6 +505,8 @@ test_log_fields(void)
 		CHECK_STR(json_string_value(json_object_get(j, "operationId")), ids.operation_id);
 		CHECK_STR(json_string_value(json_object_get(j, "eventId")), ids.event_id);
 		CHECK_STR(json_string_value(json_object_get(j, "correlationId")), ids.correlation_id);
+		CHECK_STR(json_string_value(json_object_get(j, "traceId")), ids.trace_id);
+		CHECK_STR(json_string_value(json_object_get(j, "spanId")), ids.span_id);
 		CHECK(json_integer_value(json_object_get(j, "batch")) == 10);
 		CHECK(strlen(json_string_value(json_object_get(j, "ts"))) == 24);
 		json_decref(j);

@@ -32,6 +32,9 @@ typedef struct pf_log_ids
 	const char *operation_id;
 	const char *event_id;
 	const char *correlation_id;
+	/* the span the line belongs to (trace_context.h): 32 and 16 hex digits */
+	const char *trace_id;
+	const char *span_id;
 } pf_log_ids;
 
 void		pf_log_init(const char *component, pf_log_level level);

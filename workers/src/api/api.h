@@ -50,6 +50,7 @@
 #include "payflow/pg.h"
 #include "payflow/pg_pool.h"
 #include "payflow/s3.h"
+#include "payflow/trace_context.h"
 
 #define API_PROGNAME "payflow-api"
 
@@ -255,6 +256,8 @@ struct api_request
 	details_scan scan;
 	bool		scanning;
 	const char *correlation_id;
+	pf_trace_context span;		/* this request's span (trace_context.h) */
+	const char *tracestate;		/* the caller's, for this request's span */
 	const char *bad_path;		/* why the path cannot be decoded, or NULL */
 	bool		close_after;	/* the answer closes the connection */
 	int			retry_after;	/* this answer's Retry-After (s); 0: PAYFLOW_API_RETRY_AFTER */

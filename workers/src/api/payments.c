@@ -6,6 +6,7 @@
  *		Authorization: Bearer pfk_…
  *		Idempotency-Key: order-77          (optional; defaults to paymentId)
  *		X-Correlation-Id: req-789          (optional)
+ *		traceparent: 00-4bf9…-00f0…-01     (optional, W3C; tracestate too)
  *		{"paymentId": "payment-12345", "details": {"amount": 1250, "currency": "EUR"},
  *		 "priority": 5}                    (optional, -100 to 100; default 0)
  *
@@ -24,6 +25,12 @@
  * paymentId) with the same paymentId and details answers 202 with the
  * same operation, whose current status is then reported; with other
  * details 409 PF002.
+ *
+ * Trace context: the operation's trace continues the request's W3C
+ * traceparent header (a new trace when there is none, or when it does not
+ * parse: the recommendation says to restart then, not to refuse), under
+ * this request's span (router.c); submit stores it and the workers'
+ * spans follow it.
  *
  * Claim check: when PAYFLOW_STORE=s3 and the body is larger than
  * PAYFLOW_API_S3_THRESHOLD bytes, the details bytes (as written) are put
@@ -58,12 +65,13 @@
  */
 static const char SUBMIT_SQL[] =
 "SELECT s.id, o.status FROM ("
-"  SELECT payflow.submit($2, $3::jsonb, $4, $5, $6::integer) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  SELECT payflow.submit($2, $3::jsonb, $4, $5, $6::integer, $7) AS id FROM payflow.authenticate($1) OFFSET 0) s"
 "  LEFT JOIN payflow.operations o ON o.id = s.id";
 
 static const char SUBMIT_REF_SQL[] =
 "SELECT s.id, o.status FROM ("
-"  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7, $8::integer) AS id FROM payflow.authenticate($1) OFFSET 0) s"
+"  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7, $8::integer, $9) AS id"
+"  FROM payflow.authenticate($1) OFFSET 0) s"
 "  LEFT JOIN payflow.operations o ON o.id = s.id";
 
 static const char AUTHENTICATE_SQL[] = "SELECT payflow.authenticate($1)";
@@ -294,6 +302,7 @@ api_post_payment(api_request *req)
 	bool		to_s3;
 	char		key[PF_PAYLOAD_KEY_MAX + 1];
 	pf_checksum_key mac;
+	char		traceparent[PF_TRACEPARENT_LEN + 1];
 
 	if (api_key == NULL)
 		return api_reply_unauthorized(req);
@@ -303,6 +312,8 @@ api_post_payment(api_request *req)
 		return answer;
 	}
 	to_s3 = ctx->s3_enabled && req->received > (size_t) ctx->cfg.api_s3_threshold;
+	/* the operation's spans are children of this request's (trace_context.h) */
+	pf_traceparent_format(&req->span, traceparent);
 
 	slot = api_pool_acquire(&ctx->pool);
 	if (slot == NULL)
@@ -314,8 +325,8 @@ api_post_payment(api_request *req)
 	{
 		const char *auth_values[1] = {api_key};
 		char		size[32];
-		const char *values[8] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
-		req->correlation_id, pb.priority[0] ? pb.priority : NULL};
+		const char *values[9] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
+		req->correlation_id, pb.priority[0] ? pb.priority : NULL, traceparent};
 
 		snprintf(size, sizeof(size), "%zu", pb.details_len);
 		/* the key is checked before anything is uploaded for it */
@@ -330,7 +341,7 @@ api_post_payment(api_request *req)
 			r = store_in_s3(req, &pb, key, sizeof(key), &err);
 			if (r != PF_OK)
 			{
-				pf_log_ids	ids = {NULL, NULL, req->correlation_id};
+				pf_log_ids	ids = {NULL, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
 
 				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
 				payment_body_free(&pb);
@@ -344,16 +355,16 @@ api_post_payment(api_request *req)
 				payment_body_free(&pb);
 				return api_reply_pool_exhausted(req);
 			}
-			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 8, values, &res, &err);
+			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 9, values, &res, &err);
 		}
 	}
 	else
 	{
 		char	   *details = pf_strndup(pb.details, pb.details_len);
-		const char *values[6] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id,
-		pb.priority[0] ? pb.priority : NULL};
+		const char *values[7] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id,
+		pb.priority[0] ? pb.priority : NULL, traceparent};
 
-		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 6, values, &res, &err);
+		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 7, values, &res, &err);
 		free(details);
 	}
 	if (slot != NULL)
@@ -370,7 +381,7 @@ api_post_payment(api_request *req)
 	{
 		const char *operation_id = PQgetvalue(res, 0, 0);
 		const char *status = PQgetisnull(res, 0, 1) ? "PENDING" : PQgetvalue(res, 0, 1);
-		pf_log_ids	ids = {operation_id, NULL, req->correlation_id};
+		pf_log_ids	ids = {operation_id, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
 
 		pf_log_write(PF_LOG_INFO, &ids,
 					 json_pack("{s:s,s:s,s:I}", "paymentId", pb.payment_id, "store", to_s3 ? "s3" : "pg",

@@ -282,6 +282,9 @@ request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, cons
 	req->route = path ? route_of(path, &req->operation_id) : ROUTE_OTHER;
 	req->path = path;
 	req->correlation_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Correlation-Id");
+	/* this request's span: under the caller's trace, or a new trace */
+	pf_trace_context_continue(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), &req->span);
+	req->tracestate = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "tracestate");
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active++;
 	pthread_mutex_unlock(&ctx->active_lock);
@@ -484,7 +487,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 		api_metrics_record(req->route, req->status, req->seconds);
 		if (pf_log_enabled(PF_LOG_DEBUG) || req->status >= 500)
 		{
-			pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id};
+			pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
 
 			pf_log_write(req->status >= 500 ? PF_LOG_WARN : PF_LOG_DEBUG, &ids,
 						 json_pack("{s:s,s:s,s:i,s:f,s:b}", "method", req->method, "route",

@@ -296,6 +296,10 @@ pf_log_write(pf_log_level level, const pf_log_ids *ids, json_t *fields, const ch
 		json_object_set_new(obj, "eventId", json_text(ids->event_id));
 	if (ids && ids->correlation_id)
 		json_object_set_new(obj, "correlationId", json_text(ids->correlation_id));
+	if (ids && ids->trace_id)
+		json_object_set_new(obj, "traceId", json_text(ids->trace_id));
+	if (ids && ids->span_id)
+		json_object_set_new(obj, "spanId", json_text(ids->span_id));
 	if (json_is_object(fields))
 	{
 		const char *key;

@@ -127,7 +127,7 @@ log_ids_locked(const pf_odbc *odbc)
 {
 	pf_log_ids	ids = {odbc->operation_id[0] ? odbc->operation_id : NULL,
 		odbc->event_id[0] ? odbc->event_id : NULL,
-	odbc->correlation_id[0] ? odbc->correlation_id : NULL};
+	odbc->correlation_id[0] ? odbc->correlation_id : NULL, NULL, NULL};
 
 	return ids;
 }

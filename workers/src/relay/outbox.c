@@ -327,6 +327,8 @@ take_attributes(relay_event *ev, const char *text)
 			ev->operation_id = ev->attributes[i].value;
 		else if (strcmp(key, "correlationId") == 0)
 			ev->correlation_id = ev->attributes[i].value;
+		else if (strcmp(key, "traceparent") == 0 && !pf_traceparent_parse(v, &ev->trace))
+			ev->trace.trace_id[0] = '\0';
 		ev->n_attributes++;
 	}
 	json_decref(attrs);

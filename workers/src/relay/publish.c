@@ -33,7 +33,8 @@
 static pf_log_ids
 event_ids(const relay_event *ev)
 {
-	pf_log_ids	ids = {ev->operation_id, ev->event_id, ev->correlation_id};
+	pf_log_ids	ids = {ev->operation_id, ev->event_id, ev->correlation_id,
+	ev->trace.trace_id[0] ? ev->trace.trace_id : NULL, NULL};
 
 	return ids;
 }

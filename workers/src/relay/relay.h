@@ -31,6 +31,7 @@
 #include "payflow/log.h"
 #include "payflow/pg.h"
 #include "payflow/sqs.h"
+#include "payflow/trace_context.h"
 
 /* SQS allows ten message attributes per message. */
 #define RELAY_MAX_ATTRIBUTES 10
@@ -48,6 +49,7 @@ typedef struct relay_event
 	/* from the attributes column, for the logs */
 	const char *operation_id;
 	const char *correlation_id;
+	pf_trace_context trace;		/* the operation's (trace_id "" when it has none) */
 	int			n_attributes;
 	pf_sqs_attribute attributes[RELAY_MAX_ATTRIBUTES];
 	char	   *attribute_text[2 * RELAY_MAX_ATTRIBUTES];	/* names and values */

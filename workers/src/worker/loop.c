@@ -541,7 +541,8 @@ watchdog(worker *w, int64_t now)
 	for (int i = 0; i < w->n_held; i++)
 	{
 		job		   *j = w->held[i];
-		pf_log_ids	ids = {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL};
+		pf_log_ids	ids = {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL,
+		j->span.trace_id[0] ? j->span.trace_id : NULL, j->span.span_id[0] ? j->span.span_id : NULL};
 
 		if (j->finished || j->ex == NULL || j->call_deadline_ms == 0 ||
 			now < j->call_deadline_ms + WATCHDOG_GRACE_MS)

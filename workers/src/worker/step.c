@@ -240,7 +240,7 @@ bad_message(worker *w, job *j, const char *code, const char *why)
 	json_t	   *body = json_loadb(m->body, m->body_len, 0, NULL);
 	const char *op = json_string_value(json_object_get(body, "operationId"));
 	pf_log_ids	ids = {op && pf_operation_id_valid(op) ? op : NULL,
-	json_string_value(json_object_get(body, "eventId")), NULL};
+	json_string_value(json_object_get(body, "eventId")), NULL, j->span.trace_id, j->span.span_id};
 
 	j->outcome = OUTCOME_LEAVE;
 	log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s,s:i}", "code", code, "maxReceiveCount", max),
@@ -251,6 +251,10 @@ bad_message(worker *w, job *j, const char *code, const char *why)
 		char	   *text = pf_strndup(m->body, m->body_len);
 		json_t	   *error = json_pack("{s:s,s:s,s:s,s:i}", "code", code, "message", why, "messageId", m->id,
 									  "receiveCount", m->receive_count);
+
+		/* where a person looks for it: the trace of the message's operation (or its own) */
+		if (j->span.trace_id[0])
+			json_object_set_new(error, "traceId", json_string(j->span.trace_id));
 		pf_error	err;
 
 		pf_utf8_sanitize(text, strlen(text));
@@ -672,6 +676,8 @@ handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
 	run.ids.operation_id = ev->operation_id;
 	run.ids.event_id = ev->event_id;
 	run.ids.correlation_id = ev->correlation_id;
+	run.ids.trace_id = j->span.trace_id;
+	run.ids.span_id = j->span.span_id;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
@@ -737,6 +743,8 @@ step_execute(worker *w, executor *ex, job *j)
 	bool		done = false;
 
 	j->outcome = OUTCOME_LEAVE;
+	/* a span of its own under the operation's trace: the logs name both */
+	pf_trace_context_continue(m->traceparent, &j->span);
 	st = pf_event_parse(m->body, m->body_len, &ev, why, sizeof(why));
 	if (st != PF_EVENT_OK)
 	{
@@ -761,6 +769,8 @@ step_execute(worker *w, executor *ex, job *j)
 	ids.operation_id = ev.operation_id;
 	ids.event_id = ev.event_id;
 	ids.correlation_id = ev.correlation_id;
+	ids.trace_id = j->span.trace_id;
+	ids.span_id = j->span.span_id;
 
 	if (!claim_run_complete(w, j, &ids, &claim, &done))
 		r = batch_claim(w, ev.operation_id, &claim, &input, &has_input, &err);

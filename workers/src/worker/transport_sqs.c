@@ -110,6 +110,7 @@ transport_message_free(transport_message *m)
 	free(m->id);
 	free(m->receipt);
 	free(m->body);
+	free(m->traceparent);
 	free(m);
 }
 
@@ -500,6 +501,7 @@ finish_receive(sqs_transport *st, pf_aws_call *call, transport_message ***out, i
 	{
 		pf_sqs_message *src = &msgs.items[i];
 		transport_message *m = pf_calloc(1, sizeof(*m));
+		const char *trace;
 
 		/* take the strings over instead of copying them */
 		m->id = src->message_id;
@@ -507,6 +509,10 @@ finish_receive(sqs_transport *st, pf_aws_call *call, transport_message ***out, i
 		m->body = src->body;
 		m->body_len = src->body_len;
 		m->receive_count = src->receive_count;
+		/* the operation's trace (the relay sends it: extension/sql/trace_context.sql) */
+		trace = json_string_value(json_object_get(json_object_get(src->message_attributes, "traceparent"),
+												  "StringValue"));
+		m->traceparent = trace ? pf_strdup(trace) : NULL;
 		/* hidden from SQS's answer on, which is a little before this */
 		m->visible_at_ms = pf_now_ms() + (int64_t) st->receive_visibility_s * 1000;
 		src->message_id = src->receipt_handle = src->body = NULL;

@@ -58,6 +58,7 @@
 #include "payflow/event.h"
 #include "payflow/log.h"
 #include "payflow/pg.h"
+#include "payflow/trace_context.h"
 
 #include "metrics_http.h"
 #include "receive_pacing.h"
@@ -76,6 +77,7 @@ typedef struct transport_message
 	char	   *body;
 	size_t		body_len;
 	int			receive_count;	/* 1 on the first delivery */
+	char	   *traceparent;	/* the "traceparent" attribute, or NULL (trace_context.h) */
 	int64_t		visible_at_ms;	/* when it shows again unless renewed (pf_now_ms clock): a waiting delete leaves before */
 } transport_message;
 
@@ -330,6 +332,8 @@ struct job
 	bool		finished;
 	bool		reporting;		/* its outcome is being committed: a renewal's "not held" may be that */
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
+	/* this attempt's span, under the operation's trace (or a trace of its own) */
+	pf_trace_context span;
 	char		lease_key[DB_LEASE_KEY_LEN + 1];	/* db_lease_key: what heartbeats renew */
 	stop_reason stop;
 	int64_t		call_deadline_ms;	/* a blocking call should be over by then; 0: none */

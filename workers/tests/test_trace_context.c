@@ -45,7 +45,7 @@ test_invalid(void)
 	const char *bad[] = {
 		NULL, "", "00", "not-a-trace",
 		"00-" TRACE "-" SPAN "-01-extra",	/* 00 has four fields */
-		"ff-" TRACE "-" SPAN "-01",			/* version ff */
+		"ff-" TRACE "-" SPAN "-01", /* version ff */
 		"00-00000000000000000000000000000000-" SPAN "-01",
 		"00-" TRACE "-0000000000000000-01",
 		"00-4BF92F3577B34DA6A3CE929D0E0E4736-" SPAN "-01",	/* upper case */

@@ -30,6 +30,7 @@
 #include "payflow/buf.h"
 #include "payflow/error.h"
 #include "payflow/http.h"
+#include "payflow/trace_context.h"
 
 /* A larger answer is cut here (and then no longer parses as JSON). */
 #define PF_HTTP_CALL_MAX_BODY (1024 * 1024)
@@ -86,6 +87,12 @@ pf_result	pf_http_call_post_json_with(pf_http_call *call, const char *url, const
 										const char *const *extra_headers, const char *body, size_t body_len,
 										pf_http_response *resp, pf_error *err);
 void		pf_http_response_free(pf_http_response *resp);
+
+/*
+ * The next POST's parent span (tracer.h): the POST is a span of its own
+ * under it, and sends its traceparent to the server. Once: a POST takes it.
+ */
+void		pf_http_call_set_trace(pf_http_call *call, const pf_trace_context *parent);
 
 /* Connections this handle opened and calls it made: reuse is their ratio. */
 void		pf_http_call_stats(const pf_http_call *call, long *calls, long *connections);

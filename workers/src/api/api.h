@@ -51,6 +51,7 @@
 #include "payflow/pg_pool.h"
 #include "payflow/s3.h"
 #include "payflow/trace_context.h"
+#include "payflow/tracer.h"
 
 #define API_PROGNAME "payflow-api"
 
@@ -257,6 +258,7 @@ struct api_request
 	bool		scanning;
 	const char *correlation_id;
 	pf_trace_context span;		/* this request's span (trace_context.h) */
+	pf_span		otel;			/* ... as exported (tracer.h): the API's routes only */
 	const char *tracestate;		/* the caller's, for this request's span */
 	const char *bad_path;		/* why the path cannot be decoded, or NULL */
 	bool		close_after;	/* the answer closes the connection */

@@ -190,6 +190,7 @@ main(int argc, char **argv)
 	connection_limit = fit_descriptor_limit(&ctx.cfg);
 	ctx.guard = api_guard_create(&ctx.cfg, connection_limit);
 	api_metrics_init();
+	pf_tracer_start(API_PROGNAME, NULL);
 	api_pool_init(&ctx.pool, &ctx.cfg, &stop_now);
 	ctx.hub = api_hub_start(&ctx);
 	ctx.daemon = start_http(&ctx, connection_limit);
@@ -238,6 +239,7 @@ main(int argc, char **argv)
 	MHD_stop_daemon(ctx.daemon);
 	api_hub_stop(ctx.hub);
 	api_pool_destroy(&ctx.pool);
+	pf_tracer_stop(2000);
 	pf_log_info(NULL, "stopped");
 	pf_config_free(&ctx.cfg);
 	return status;

@@ -114,6 +114,7 @@ api_metrics_render(pf_buf *out)
 					   route_names[r], rs->observations);
 	}
 	pthread_mutex_unlock(&metrics.lock);
+	pf_tracer_render_metrics(out);
 }
 
 /* A Prometheus metric name part: [a-zA-Z0-9_], camelCase to snake_case. */

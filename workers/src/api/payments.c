@@ -303,6 +303,7 @@ api_post_payment(api_request *req)
 	char		key[PF_PAYLOAD_KEY_MAX + 1];
 	pf_checksum_key mac;
 	char		traceparent[PF_TRACEPARENT_LEN + 1];
+	pf_span		submit;
 
 	if (api_key == NULL)
 		return api_reply_unauthorized(req);
@@ -312,13 +313,16 @@ api_post_payment(api_request *req)
 		return answer;
 	}
 	to_s3 = ctx->s3_enabled && req->received > (size_t) ctx->cfg.api_s3_threshold;
-	/* the operation's spans are children of this request's (trace_context.h) */
-	pf_traceparent_format(&req->span, traceparent);
+	/* the operation's spans are children of its submit's (trace_context.h) */
+	pf_span_begin(&submit, to_s3 ? "payflow.submit_ref" : "payflow.submit", PF_SPAN_CLIENT, &req->span);
+	pf_span_set_str(&submit, "db.system", "postgresql");
+	pf_traceparent_format(&submit.ctx, traceparent);
 
 	slot = api_pool_acquire(&ctx->pool);
 	if (slot == NULL)
 	{
 		payment_body_free(&pb);
+		pf_span_discard(&submit);
 		return api_reply_pool_exhausted(req);
 	}
 	if (to_s3)
@@ -345,6 +349,8 @@ api_post_payment(api_request *req)
 
 				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
 				payment_body_free(&pb);
+				pf_span_set_error(&submit, "payload store unavailable");
+				pf_span_end(&submit);
 				return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
 									   "the payload store is unavailable, retry later");
 			}
@@ -353,6 +359,7 @@ api_post_payment(api_request *req)
 			if (slot == NULL)
 			{
 				payment_body_free(&pb);
+				pf_span_discard(&submit);
 				return api_reply_pool_exhausted(req);
 			}
 			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 9, values, &res, &err);
@@ -370,6 +377,14 @@ api_post_payment(api_request *req)
 	if (slot != NULL)
 		api_pool_release(&ctx->pool, slot);
 
+	if (r != PF_OK)
+	{
+		pf_span_set_str(&submit, "db.response.status_code", err.code);
+		pf_span_set_error(&submit, err.code);
+	}
+	else if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		pf_span_set_str(&submit, "payflow.operation.id", PQgetvalue(res, 0, 0));
+	pf_span_end(&submit);
 	if (r != PF_OK)
 		answer = api_reply_db_error(req, &err);
 	else if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))

@@ -282,9 +282,30 @@ request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, cons
 	req->route = path ? route_of(path, &req->operation_id) : ROUTE_OTHER;
 	req->path = path;
 	req->correlation_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Correlation-Id");
-	/* this request's span: under the caller's trace, or a new trace */
-	pf_trace_context_continue(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), &req->span);
+	/*
+	 * This request's span: under the caller's trace, or a new trace. Spans
+	 * are exported for the API's own routes, not for probes, metrics and
+	 * the console's files.
+	 */
 	req->tracestate = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "tracestate");
+	if (req->route == ROUTE_PAYMENTS || req->route == ROUTE_OPERATION || req->route == ROUTE_EVENTS ||
+		req->route == ROUTE_ADMIN)
+	{
+		char		name[64];
+		pf_trace_context parent;
+		bool		has_parent = pf_traceparent_parse(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+																				  "traceparent"), &parent);
+
+		snprintf(name, sizeof(name), "%s %s", method, api_route_name(req->route));
+		pf_span_begin(&req->otel, name, PF_SPAN_SERVER, has_parent ? &parent : NULL);
+		if (has_parent)
+			pf_span_set_trace_state(&req->otel, req->tracestate);
+		pf_span_set_str(&req->otel, "http.request.method", method);
+		pf_span_set_str(&req->otel, "http.route", api_route_name(req->route));
+		req->span = req->otel.ctx;
+	}
+	else
+		pf_trace_context_continue(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), &req->span);
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active++;
 	pthread_mutex_unlock(&ctx->active_lock);
@@ -482,6 +503,14 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 		return;
 	*con_cls = NULL;
 	api_guard_request_done(ctx->guard, conn);
+	if (req->otel.json != NULL)
+	{
+		pf_span_set_int(&req->otel, "http.response.status_code", req->answered ? req->status : 0);
+		pf_span_set_str(&req->otel, "payflow.operation.id", req->operation_id);
+		if (!req->answered || req->status >= 500)
+			pf_span_set_error(&req->otel, req->answered ? "server error" : "no answer");
+		pf_span_end(&req->otel);
+	}
 	if (req->answered)
 	{
 		api_metrics_record(req->route, req->status, req->seconds);

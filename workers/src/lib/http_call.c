@@ -13,12 +13,14 @@
 #include <strings.h>
 
 #include "payflow/http.h"
+#include "payflow/tracer.h"
 
 struct pf_http_call
 {
 	pf_http    *http;			/* its connections and TLS sessions, kept between calls */
 	pf_http_call_options opt;
 	char	   *user_agent;
+	pf_trace_context trace;		/* the next call's parent span (trace_id "" for none) */
 };
 
 pf_http_call *
@@ -96,11 +98,28 @@ pf_http_call_post_json_with(pf_http_call *call, const char *url, const char *key
 	pf_http_request req;
 	pf_error	perform_err;
 	pf_result	r;
+	pf_span		span;
+	char		traceparent[PF_TRACEPARENT_LEN + 1];
+	bool		traced = call->trace.trace_id[0] != '\0';
 
 	memset(resp, 0, sizeof(*resp));
+	memset(&span, 0, sizeof(span));
 	pf_buf_init(&resp->body);
 
+	/*
+	 * Under an operation's trace, a span of its own, whose context the
+	 * server gets (W3C traceparent); without one, neither.
+	 */
+	if (traced)
+		pf_span_begin(&span, "POST", PF_SPAN_CLIENT, &call->trace);
+	call->trace.trace_id[0] = '\0';
+	pf_span_set_str(&span, "http.request.method", "POST");
 	pf_http_request_init(&req, "POST", url);
+	if (traced)
+	{
+		pf_traceparent_format(&span.ctx, traceparent);
+		pf_http_request_add_header(&req, "traceparent", traceparent);
+	}
 	pf_http_request_add_header(&req, "Content-Type", "application/json");
 	pf_http_request_add_header(&req, "Accept", "application/json");
 	if (key != NULL)
@@ -117,6 +136,11 @@ pf_http_call_post_json_with(pf_http_call *call, const char *url, const char *key
 	r = pf_http_perform(call->http, &req, &perform_err);
 	take_answer(&req, resp);
 	pf_http_request_free(&req);
+	if (resp->status != 0)
+		pf_span_set_int(&span, "http.response.status_code", resp->status);
+	if (resp->status == 0 || resp->status >= 500)
+		pf_span_set_error(&span, resp->status == 0 ? "no answer" : "server error");
+	pf_span_end(&span);
 
 	if (resp->interrupted)
 	{
@@ -138,6 +162,15 @@ pf_http_call_post_json_with(pf_http_call *call, const char *url, const char *key
 		return pf_error_set(err, PF_ERR_TRANSIENT, code, "POST %s: %s", url, resp->curl_error);
 	}
 	return PF_OK;
+}
+
+void
+pf_http_call_set_trace(pf_http_call *call, const pf_trace_context *parent)
+{
+	if (parent != NULL)
+		call->trace = *parent;
+	else
+		call->trace.trace_id[0] = '\0';
 }
 
 void

@@ -60,7 +60,8 @@ take_signals(void)
 static json_t *
 stats_json(const relay *r)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:o}",
+					 "spansDropped", (json_int_t) pf_tracer_dropped(),
 					 "claims", (json_int_t) r->stats.claims,
 					 "claimed", (json_int_t) r->stats.claimed,
 					 "sent", (json_int_t) r->stats.sent,
@@ -289,6 +290,7 @@ main(int argc, char **argv)
 	json_object_set_new(settings, "relayId", json_string(r.relay_id));
 	pf_log_write(PF_LOG_INFO, NULL, settings, "starting");
 	pf_config_warn_unknown_variables();
+	pf_tracer_start("payflow-relay", NULL);
 
 	r.credentials = pf_aws_credentials_provider_create(&r.cfg, &err);
 	if (r.credentials == NULL)
@@ -337,6 +339,7 @@ main(int argc, char **argv)
 		status = relay_run(&r);
 	}
 
+	pf_tracer_stop(2000);
 	pf_pg_destroy(r.pg);
 	relay_destinations_free(&r);
 	relay_outcomes_free(&r.acks);

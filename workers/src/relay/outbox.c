@@ -302,6 +302,37 @@ statement_free(statement *st)
 		pf_buf_free(&st->arrays[i]);
 }
 
+/*
+ * The event's publish span, under its operation's trace, and the message
+ * carries the span's context instead of the operation's: the attempt that
+ * consumes it is the span's child (submit -> publish -> attempt). An event
+ * of an operation without a trace (submitted before 0.5.0) has none.
+ */
+static void
+begin_publish_span(relay_event *ev)
+{
+	char		name[96];
+
+	if (ev->trace.trace_id[0] == '\0')
+		return;
+	snprintf(name, sizeof(name), "publish %s", ev->event_type ? ev->event_type : "event");
+	pf_span_begin(&ev->otel, name, PF_SPAN_PRODUCER, &ev->trace);
+	pf_span_set_str(&ev->otel, "messaging.system", "aws_sqs");
+	pf_span_set_str(&ev->otel, "messaging.destination.name", ev->destination);
+	pf_span_set_str(&ev->otel, "messaging.message.conversation_id", ev->group_id);
+	pf_span_set_str(&ev->otel, "payflow.event.id", ev->event_id);
+	pf_span_set_str(&ev->otel, "payflow.operation.id", ev->operation_id);
+	for (int i = 0; i < ev->n_attributes; i++)
+	{
+		if (strcmp(ev->attributes[i].name, "traceparent") != 0)
+			continue;
+		free(ev->attribute_text[2 * i + 1]);
+		ev->attribute_text[2 * i + 1] = pf_malloc(PF_TRACEPARENT_LEN + 1);
+		pf_traceparent_format(&ev->otel.ctx, ev->attribute_text[2 * i + 1]);
+		ev->attributes[i].value = ev->attribute_text[2 * i + 1];
+	}
+}
+
 /* Keep the attributes column's string members as SQS String attributes. */
 static void
 take_attributes(relay_event *ev, const char *text)
@@ -327,6 +358,8 @@ take_attributes(relay_event *ev, const char *text)
 			ev->operation_id = ev->attributes[i].value;
 		else if (strcmp(key, "correlationId") == 0)
 			ev->correlation_id = ev->attributes[i].value;
+		else if (strcmp(key, "eventType") == 0)
+			ev->event_type = ev->attributes[i].value;
 		else if (strcmp(key, "traceparent") == 0 && !pf_traceparent_parse(v, &ev->trace))
 			ev->trace.trace_id[0] = '\0';
 		ev->n_attributes++;
@@ -376,6 +409,7 @@ take_result(relay *r, PGresult *res)
 		ev->body = column(res, i, COL_BODY);
 		ev->size = ev->body ? strlen(ev->body) : 0;
 		take_attributes(ev, PQgetisnull(res, i, COL_ATTRIBUTES) ? NULL : PQgetvalue(res, i, COL_ATTRIBUTES));
+		begin_publish_span(ev);
 		relay_accept(r, ev);
 		claimed++;
 	}

@@ -51,6 +51,7 @@ relay_event_free(relay_event *ev)
 	free(ev->body);
 	for (int i = 0; i < 2 * ev->n_attributes; i++)
 		free(ev->attribute_text[i]);
+	pf_span_discard(&ev->otel); /* ended by its outcome, if it had one */
 	free(ev);
 }
 
@@ -59,6 +60,8 @@ relay_nack_event(relay *r, relay_event *ev, const char *error)
 {
 	relay_outcomes_add(&r->nacks, ev->event_id, error, false);
 	r->stats.failed++;
+	pf_span_set_error(&ev->otel, "not published: retried");
+	pf_span_end(&ev->otel);
 }
 
 /*
@@ -264,6 +267,7 @@ batch_free(relay_batch *b)
 {
 	for (int i = 0; i < b->n; i++)
 		relay_event_free(b->events[i]);
+	pf_span_end(&b->otel);
 	free(b);
 }
 
@@ -299,6 +303,19 @@ start_batch(relay *r, relay_batch *b)
 		entries[i].dedup_id = ev->dedup_id;
 		entries[i].attributes = ev->attributes;
 		entries[i].n_attributes = ev->n_attributes;
+	}
+	/* the call: a trace of its own, linked to the publish span of each event it carries */
+	{
+		char		name[96];
+
+		snprintf(name, sizeof(name), "send %s", b->destination->name);
+		pf_span_begin(&b->otel, name, PF_SPAN_PRODUCER, NULL);
+		pf_span_set_str(&b->otel, "messaging.system", "aws_sqs");
+		pf_span_set_str(&b->otel, "messaging.destination.name", b->destination->name);
+		pf_span_set_int(&b->otel, "messaging.batch.message_count", b->n);
+		for (int i = 0; i < b->n; i++)
+			if (b->events[i]->trace.trace_id[0])
+				pf_span_add_link(&b->otel, &b->events[i]->otel.ctx);
 	}
 	call = pf_sqs_send_message_batch_start(r->sqs, b->destination->queue_url, entries, b->n, b, &err);
 	if (call == NULL)
@@ -407,6 +424,8 @@ call_failed(relay *r, relay_batch *b, const pf_aws_call *call, const pf_error *e
 		snprintf(error, sizeof(error), "SQS SendMessageBatch failed: %.64s: %.400s", code, message);
 	for (int i = 0; i < b->n; i++)
 		relay_nack_event(r, b->events[i], error);
+	pf_span_set_str(&b->otel, "aws.error.code", code);
+	pf_span_set_error(&b->otel, "SendMessageBatch failed");
 
 	r->stats.failed_calls++;
 	r->sqs_failure_streak++;
@@ -481,6 +500,8 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 		{
 			relay_outcomes_add(&r->acks, ev->event_id, e->message_id, false);
 			r->stats.sent++;
+			pf_span_set_str(&ev->otel, "messaging.message.id", e->message_id);
+			pf_span_end(&ev->otel);
 			any_ok = true;
 			if (pf_log_enabled(PF_LOG_DEBUG))
 				pf_log_write(PF_LOG_DEBUG, &ids,
@@ -504,6 +525,8 @@ relay_finish_batch(relay *r, pf_aws_call *call)
 							 "%s; the event becomes a dead letter and its step fails", error);
 				relay_outcomes_add(&r->dead, ev->event_id, error, false);
 				r->stats.dead_lettered++;
+				pf_span_set_error(&ev->otel, "refused for good: dead letter");
+				pf_span_end(&ev->otel);
 				continue;
 			}
 			pf_log_write(PF_LOG_WARN, &ids,

@@ -32,6 +32,7 @@
 #include "payflow/pg.h"
 #include "payflow/sqs.h"
 #include "payflow/trace_context.h"
+#include "payflow/tracer.h"
 
 /* SQS allows ten message attributes per message. */
 #define RELAY_MAX_ATTRIBUTES 10
@@ -50,6 +51,8 @@ typedef struct relay_event
 	const char *operation_id;
 	const char *correlation_id;
 	pf_trace_context trace;		/* the operation's (trace_id "" when it has none) */
+	const char *event_type;
+	pf_span		otel;			/* its publish span: from its claim to its ack or nack */
 	int			n_attributes;
 	pf_sqs_attribute attributes[RELAY_MAX_ATTRIBUTES];
 	char	   *attribute_text[2 * RELAY_MAX_ATTRIBUTES];	/* names and values */
@@ -74,6 +77,7 @@ typedef struct relay_batch
 	relay_destination *destination;
 	int			n;
 	relay_event *events[PF_SQS_MAX_BATCH];
+	pf_span		otel;			/* the SendMessageBatch call, linked to its events' spans */
 } relay_batch;
 
 /* Acks, nacks or dead letters waiting for the database, as parallel arrays. */

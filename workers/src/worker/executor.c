@@ -59,6 +59,7 @@ executor_main(void *arg)
 		step_execute(w, ex, j);
 
 		pthread_mutex_lock(&w->lock);
+		step_attempt_span_end(j);
 		ex->current = NULL;
 		j->finished = true;
 		j->call_deadline_ms = 0;

@@ -508,7 +508,10 @@ heartbeat(worker *w, int64_t due_ms)
 			continue;
 		msgs[n_msgs++] = j->msg;
 		if (j->claimed && j->stop != STOP_LEASE_LOST)
+		{
 			claimed[n_claimed++] = j->lease_key;
+			pf_span_add_event(&j->otel, "heartbeat", NULL);
+		}
 	}
 	pthread_mutex_unlock(&w->lock);
 

@@ -18,6 +18,7 @@
 #include "worker.h"
 
 #include "payflow/stop_signals.h"
+#include "payflow/tracer.h"
 
 static const role_ops *const roles[] = {&payment_role, &postprocess_role, &invoice_role, &webhook_role,
 &http_step_role, &sql_step_role, NULL};
@@ -164,6 +165,13 @@ main(int argc, char **argv)
 		return 1;
 	}
 
+	{
+		char		service[64];
+
+		/* each role a service of its own in a trace (OTEL_SERVICE_NAME overrides it) */
+		snprintf(service, sizeof(service), "payflow-worker-%s", role->name);
+		pf_tracer_start(service, json_pack("{s:s}", "payflow.role", role->name));
+	}
 	w = worker_create(role, signal_fd, why, sizeof(why), &status);
 	if (w == NULL)
 	{
@@ -173,6 +181,7 @@ main(int argc, char **argv)
 		return strncmp(why, "invalid ", 8) == 0 || strncmp(why, "missing ", 8) == 0 ? 2 : 1;
 	}
 	rc = worker_run(w);
+	pf_tracer_stop(2000);
 	worker_destroy(w);
 	close(signal_fd);
 	return rc;

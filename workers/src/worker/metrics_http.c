@@ -13,6 +13,7 @@
 
 #include "payflow/buf.h"
 #include "payflow/listen.h"
+#include "payflow/tracer.h"
 
 struct metrics_http
 {
@@ -71,6 +72,7 @@ render(const metrics_http *m, pf_buf *out)
 					 all[i].help, all[i].name, all[i].type, all[i].name, m->role, (double) v * all[i].scale);
 		pf_buf_append_str(out, line);
 	}
+	pf_tracer_render_metrics(out);
 }
 
 static enum MHD_Result

@@ -514,9 +514,16 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 	int64_t		started = pf_now_ms();
 	bool		reused = false;
 	pf_result	r;
+	pf_span		call;
+	char		name[64];
 
 	*row = NULL;
 	memset(info, 0, sizeof(*info));
+	/* the statement's name, its time and its outcome: never its text or values (card data) */
+	snprintf(name, sizeof(name), "legacy %s", st->what);
+	pf_span_begin(&call, name, PF_SPAN_CLIENT, run->trace);
+	pf_span_set_str(&call, "db.system", "other_sql");
+	pf_span_set_str(&call, "payflow.legacy.statement", st->what);
 	if (step_stop_requested(run) != STOP_NONE)
 		r = pf_error_set(err, PF_ERR_FINAL, "HY008", "the step was stopped before its %s call", st->what);
 	else
@@ -571,6 +578,12 @@ legacy_exec(payment_thread *pt, const statement *st, step_run *run, const char *
 						   "sqlstate", r == PF_OK ? "00000" : err->code, "legacyRef", legacy_ref,
 						   "ownTimeout", info->timed_out),
 				 "legacy %s %s", st->what, r == PF_OK ? "returned" : "failed");
+	pf_span_set_str(&call, "db.response.status_code", r == PF_OK ? "00000" : err->code);
+	pf_span_set_str(&call, "payflow.outcome", r == PF_OK ? "ok" : r == PF_ERR_TRANSIENT ? "retryable" : "permanent");
+	pf_span_set_bool(&call, "payflow.legacy.own_timeout", info->timed_out);
+	if (r != PF_OK)
+		pf_span_set_error(&call, err->code);
+	pf_span_end(&call);
 	return r;
 }
 

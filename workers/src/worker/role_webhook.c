@@ -517,6 +517,7 @@ webhook_handle(void *thread, step_run *run, int *hide_s)
 	/* an interrupt aimed at the previous message must not hit this one */
 	pf_http_call_clear_interrupt(wt->http);
 	step_call_started(run, (cfg->webhook_timeout_ms + 999) / 1000);
+	pf_http_call_set_trace(wt->http, run->trace);
 	r = pf_http_call_post_json_with(wt->http, t.url, NULL, headers, run->input, run->input_len, &resp, &err);
 	step_call_finished(run);
 

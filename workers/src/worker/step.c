@@ -207,6 +207,66 @@ step_complete_with_sql(step_run *run, const char *sql, int n_extra, const char *
 
 /* ---- one message ---- */
 
+/*
+ * Ends the attempt's span once step_execute is done with the message (the
+ * executor calls it under worker.lock: the heartbeat adds to the span).
+ */
+void
+step_attempt_span_end(job *j)
+{
+	static const char *const outcomes[] = {"leave", "delete", "release", "hide"};
+
+	pf_span_set_str(&j->otel, "payflow.message.outcome",
+					(int) j->outcome >= 0 && (size_t) j->outcome < sizeof(outcomes) / sizeof(outcomes[0])
+					? outcomes[j->outcome] : "unknown");
+	pf_span_end(&j->otel);
+}
+
+static const char *
+status_class(step_status status)
+{
+	switch (status)
+	{
+		case STEP_SUCCEEDED:
+			return "succeeded";
+		case STEP_RETRYABLE:
+			return "retryable";
+		case STEP_PERMANENT:
+			return "permanent";
+		case STEP_ABANDONED:
+			return "abandoned";
+		case STEP_COMMITTED:
+			return "committed";
+	}
+	return "unknown";
+}
+
+/*
+ * A span of a database call of this attempt (claim, completion): db
+ * attributes only, never the statement's values.
+ */
+static void
+db_span_begin(pf_span *span, const job *j, const char *function)
+{
+	char		name[64];
+
+	snprintf(name, sizeof(name), "payflow.%s", function);
+	pf_span_begin(span, name, PF_SPAN_CLIENT, &j->span);
+	pf_span_set_str(span, "db.system", "postgresql");
+	pf_span_set_str(span, "db.operation.name", function);
+}
+
+static void
+db_span_end(pf_span *span, pf_result r, const pf_error *err)
+{
+	if (r != PF_OK)
+	{
+		pf_span_set_str(span, "db.response.status_code", err->code);
+		pf_span_set_error(span, err->code);
+	}
+	pf_span_end(span);
+}
+
 /* A log line about a message: its id and receive count ride along. */
 static void log_job(pf_log_level level, const pf_log_ids *ids, const job *j, json_t *fields,
 					const char *fmt,...) __attribute__((format(printf, 5, 6)));
@@ -541,10 +601,17 @@ record_outcome(worker *w, executor *ex, job *j, step_run *run, step_status statu
 	}
 	/* gathered with the other executors' outcomes into one statement (batch.c) */
 	step_reporting(run);
-	if (status == STEP_SUCCEEDED)
-		r = batch_complete(w, run->operation_id, run->lease_token, text, result_ref, &answer, &err);
-	else
-		r = batch_fail(w, run->operation_id, run->lease_token, run->error, status == STEP_RETRYABLE, &answer, &err);
+	{
+		pf_span		call;
+
+		db_span_begin(&call, j, kind);
+		if (status == STEP_SUCCEEDED)
+			r = batch_complete(w, run->operation_id, run->lease_token, text, result_ref, &answer, &err);
+		else
+			r = batch_fail(w, run->operation_id, run->lease_token, run->error, status == STEP_RETRYABLE, &answer,
+						   &err);
+		db_span_end(&call, r, &err);
+	}
 	json_decref(result_ref);
 	free(text);
 
@@ -619,6 +686,7 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 	run.takeover = claim->takeover;
 	run.result_name = claim->result_name;
 	run.ids = *ids;
+	run.trace = &j->span;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
@@ -633,9 +701,23 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 		status = read_input(w, ex, claim, ev, &input, &run);
 	if (status == STEP_SUCCEEDED)
 	{
+		pf_span		call;
+		char		name[96];
+
 		run.input = pf_buf_str(&input);
 		run.input_len = input.len;
+		/* the role's work (the legacy call, the invoice API, a hook): its calls are children */
+		snprintf(name, sizeof(name), "%s %s", w->role->name, w->role->step ? w->role->step : "step");
+		pf_span_begin(&call, name, PF_SPAN_INTERNAL, &j->span);
+		run.trace = &call.ctx;
 		status = w->role->run(ex->role_thread, &run);
+		pf_span_set_str(&call, "payflow.outcome", status_class(status));
+		if (run.error != NULL)
+			pf_span_set_str(&call, "payflow.error.code", json_string_value(json_object_get(run.error, "code")));
+		if (status == STEP_RETRYABLE || status == STEP_PERMANENT)
+			pf_span_set_error(&call, status_class(status));
+		pf_span_end(&call);
+		run.trace = &j->span;
 		if (status == STEP_SUCCEEDED && !json_is_object(run.result))
 		{
 			json_decref(run.result);
@@ -678,6 +760,7 @@ handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
 	run.ids.correlation_id = ev->correlation_id;
 	run.ids.trace_id = j->span.trace_id;
 	run.ids.span_id = j->span.span_id;
+	run.trace = &j->span;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
@@ -743,9 +826,28 @@ step_execute(worker *w, executor *ex, job *j)
 	bool		done = false;
 
 	j->outcome = OUTCOME_LEAVE;
-	/* a span of its own under the operation's trace: the logs name both */
-	pf_trace_context_continue(m->traceparent, &j->span);
+	/*
+	 * A span of its own under the operation's trace: the logs name both,
+	 * and a retry or a takeover is an attempt span of its own. It ends
+	 * when the message's outcome is known (step_attempt_span_end).
+	 */
+	pf_span_begin_text(&j->otel, w->role->name, PF_SPAN_CONSUMER, m->traceparent);
+	j->span = j->otel.ctx;
+	pf_span_set_str(&j->otel, "messaging.system", "aws_sqs");
+	pf_span_set_str(&j->otel, "messaging.destination.name", w->transport->queue_name);
+	pf_span_set_str(&j->otel, "messaging.message.id", m->id);
+	pf_span_set_int(&j->otel, "messaging.aws_sqs.receive_count", m->receive_count);
 	st = pf_event_parse(m->body, m->body_len, &ev, why, sizeof(why));
+	if (st == PF_EVENT_OK)
+	{
+		char		name[96];
+
+		snprintf(name, sizeof(name), "%s %s", w->role->step ? w->role->step : pf_event_type_name(ev.type),
+				 "attempt");
+		pf_span_set_name(&j->otel, name);
+		pf_span_set_str(&j->otel, "payflow.operation.id", ev.operation_id);
+		pf_span_set_str(&j->otel, "payflow.event.type", pf_event_type_name(ev.type));
+	}
 	if (st != PF_EVENT_OK)
 	{
 		bad_message(w, j, pf_event_status_name(st), why);
@@ -773,7 +875,15 @@ step_execute(worker *w, executor *ex, job *j)
 	ids.span_id = j->span.span_id;
 
 	if (!claim_run_complete(w, j, &ids, &claim, &done))
+	{
+		pf_span		call;
+
+		db_span_begin(&call, j, "claim_step");
 		r = batch_claim(w, ev.operation_id, &claim, &input, &has_input, &err);
+		if (r == PF_OK)
+			pf_span_set_str(&call, "payflow.claim.action", claim.action);
+		db_span_end(&call, r, &err);
+	}
 	else if (done)
 	{
 		step_claim_free(&claim);

@@ -89,6 +89,7 @@ step_hook_run_http(step_hook *hook, pf_http_call *http, step_run *run)
 	request_body(hook, run, &body);
 	step_call_started(run, (hook->timeout_ms + 999) / 1000);
 	headers[0] = hook->authorization;
+	pf_http_call_set_trace(http, run->trace);	/* a span under the attempt's, and its traceparent sent */
 	r = pf_http_call_post_json_with(http, hook->url, run->idempotency_key, headers,
 									body.data, body.len, &resp, &err);
 	step_call_finished(run);

@@ -59,6 +59,7 @@
 #include "payflow/log.h"
 #include "payflow/pg.h"
 #include "payflow/trace_context.h"
+#include "payflow/tracer.h"
 
 #include "metrics_http.h"
 #include "receive_pacing.h"
@@ -152,6 +153,7 @@ typedef struct step_run
 	const char *input;			/* the step's input payload (NUL-terminated) */
 	size_t		input_len;
 	pf_log_ids	ids;
+	const pf_trace_context *trace;	/* the span the role's calls are children of */
 
 	/* the role's answer */
 	json_t	   *result;			/* STEP_SUCCEEDED: a JSON object */
@@ -247,6 +249,9 @@ void		step_bad_message(step_run *run, const char *code, const char *why);
 /* The step the worker runs (its role's, or --step). */
 const char *step_run_step_name(const step_run *run);
 
+/* Ends a job's attempt span (caller holds worker.lock). */
+void		step_attempt_span_end(job *j);
+
 /* Build run->error: {"code","message"} plus extra members (consumed, may be NULL). */
 void		step_set_error(step_run *run, const char *code, const char *message, json_t *extra);
 
@@ -332,8 +337,13 @@ struct job
 	bool		finished;
 	bool		reporting;		/* its outcome is being committed: a renewal's "not held" may be that */
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
-	/* this attempt's span, under the operation's trace (or a trace of its own) */
+	/*
+	 * This attempt's span, under the operation's trace (or a trace of its
+	 * own); otel is it as exported, which the heartbeat adds events to:
+	 * both under worker.lock once the step is claimed.
+	 */
 	pf_trace_context span;
+	pf_span		otel;
 	char		lease_key[DB_LEASE_KEY_LEN + 1];	/* db_lease_key: what heartbeats renew */
 	stop_reason stop;
 	int64_t		call_deadline_ms;	/* a blocking call should be over by then; 0: none */

@@ -105,6 +105,8 @@ try {
 	ok(await page.locator('main script, main img').count() === 0, 'no markup of the payment id or the error became elements');
 	ok(!(await page.content()).includes('secret-details'), 'the page shows no payment details');
 	ok(await page.locator('[data-testid="operation-status"]').innerText() === 'FAILED', 'the operation is FAILED');
+	ok(/^[0-9a-f]{32}$/.test(await page.locator('[data-testid="trace-id"]').innerText()),
+		'the page names the operation\'s trace id (W3C)', await page.locator('[data-testid="trace-id"]').innerText());
 	await shot('operation-failed');
 
 	// ---- Replay, confirmed; a worker takes the steps; the page reaches COMPLETED

@@ -13,7 +13,9 @@
 #
 # and afterwards searches, for each value:
 #
-#   every process log (relay, workers, api, psqlODBC's CommLog of the
+#   every span the processes exported (OpenTelemetry, to a local OTLP
+#   receiver, with a collector token in OTEL_EXPORTER_OTLP_HEADERS that is
+#   searched too), every process log (relay, workers, api, psqlODBC's CommLog of the
 #   payment worker, the two stand-ins), every message body and its
 #   attributes that went through the queues (read from each queue, stage by
 #   stage, before the next consumer runs), what the invoice API and the
@@ -37,7 +39,7 @@
 # webhooks' signatures made with the secret.
 #
 # Ports: emulator 4963/4964, invoice stand-in 4965, webhook receiver 4966,
-# payflow-api 4967 (PAYFLOW_TEST_LEAKS_PORT_BASE moves all five).
+# payflow-api 4967, OTLP receiver 4968 (PAYFLOW_TEST_LEAKS_PORT_BASE moves all six).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
@@ -45,7 +47,7 @@ source test/lib/assert.sh
 source test/lib/payload_checksum.sh
 
 BASE=${PAYFLOW_TEST_LEAKS_PORT_BASE:-4963}
-EMU_PORT=$BASE INV_PORT=$((BASE + 2)) RECV_PORT=$((BASE + 3)) API_PORT=$((BASE + 4))
+EMU_PORT=$BASE INV_PORT=$((BASE + 2)) RECV_PORT=$((BASE + 3)) API_PORT=$((BASE + 4)) OTLP_PORT=$((BASE + 5))
 RUN=leak$$
 P=$RUN
 q() { pf_psql -Atq "$@"; }
@@ -90,6 +92,7 @@ rand() { od -An -N8 -tx8 /dev/urandom | tr -d ' \n'; }
 AWS_SECRET=leakcheck-aws-secret-$(rand)
 SESSION_TOKEN=leakcheck-session-token-$(rand)
 DB_PASSWORD=leakcheck-db-password-$(rand)
+OTLP_TOKEN=leakcheck-otlp-token-$(rand)
 WRONG_KEY=pfk_$(rand)$(rand)$(rand)$(rand)
 # a card number no other test uses: 4 + 14 random digits + the Luhn digit
 CARD=$(node -e 'let d="4";for(let i=0;i<14;i++)d+=Math.floor(Math.random()*10);let s=0;
@@ -145,6 +148,12 @@ start_worker() {
 	PAYFLOW_QUEUE_URL=$(queue_url "$2") PAYFLOW_WORKER_ID=$RUN-$1 start "$1" workers/bin/payflow-worker --role "$1"
 	pf_wait_for 15 grep -qs '"payflow-worker started"' "$DIR/$1.log" || say "the $1 worker did not say it started"
 }
+# every process exports its spans (issue 29): they are searched too
+test/otel/install.sh
+start otlp node test/otel/receiver.mjs "$OTLP_PORT" "$DIR/spans.jsonl"
+pf_wait_for 10 curl -fsS "http://127.0.0.1:$OTLP_PORT/_stats" -o /dev/null || say "the OTLP receiver did not start"
+export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_PORT OTEL_BSP_SCHEDULE_DELAY=200
+export OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20$OTLP_TOKEN"
 start relay workers/bin/payflow-relay
 
 # ---- operations with card data: through the API (its tenant), and plain SQL ----
@@ -252,6 +261,8 @@ done
 cp "$DIR/invoice-api/server.log" "$CAP/process-invoice-api.log" 2>/dev/null || true
 cp "$DIR/receiver/server.log" "$CAP/process-webhook-receiver.log" 2>/dev/null || true
 cp "/tmp/psqlodbc_payflow-worker_$(id -un)$PID_payment.log" "$CAP/process-payment-odbc-commlog.log" 2>/dev/null || true
+sleep 0.5	# the processes' last spans: they export every 200 ms
+cp "$DIR/spans.jsonl" "$CAP/otlp-spans.jsonl" 2>/dev/null || : >"$CAP/otlp-spans.jsonl"
 # a line the server must log (an error and its statement), to prove the excerpt is the right one
 # the bucket: every key, and each object's metadata (HeadObject)
 node --input-type=module -e '
@@ -306,7 +317,7 @@ found() {
 	grep -lF -e "$value" -e "$(printf '%s' "$value" | sed 's/"/\\"/g')" "$@" 2>/dev/null | xargs -r -n1 basename | paste -sd' '
 }
 for pair in "AWS_SECRET_ACCESS_KEY=$AWS_SECRET" "AWS_SESSION_TOKEN=$SESSION_TOKEN" \
-	"database password=$DB_PASSWORD" "ODBC password=$ODBC_PASSWORD" "API key=$API_KEY" \
+	"database password=$DB_PASSWORD" "ODBC password=$ODBC_PASSWORD" "API key=$API_KEY" "collector token=$OTLP_TOKEN" \
 	"wrong API key=$WRONG_KEY" "webhook secret=$WEBHOOK_SECRET" "card number=$CARD" \
 	'the cardNumber field="cardNumber"' 'the cvv field="cvv"' 'the card holder=LEAK TESTER'; do
 	what=${pair%%=*}
@@ -368,5 +379,7 @@ pf_ok "control: the relay ran with the AWS secret and the session token in its e
 			 tr '\0' '\n' </proc/$PID_relay/environ | grep -qxF 'AWS_SESSION_TOKEN=$SESSION_TOKEN'"
 pf_eq "control: the PostgreSQL log excerpt searched is this run's (it holds the marker error logged on purpose)" \
 	postgresql-server.log "$(found "leakcheck_marker_$RUN" "$CAP/postgresql-server.log")"
+pf_ok "control: the spans searched are this run's: its operations' attempts, decoded by the receiver" \
+	grep -qF '"name":"PROCESS_PAYMENT attempt"' "$CAP/otlp-spans.jsonl"
 pf_ok "control: every process is still running" kill -0 "$PID_relay" "$PID_payment" "$PID_postprocess" "$PID_invoice" "$PID_webhook"
 pf_done

@@ -15,6 +15,8 @@
 #   make demo FLAVOUR=sql     # the C-free flavour (Amazon RDS, Aurora)
 #   make demo KEEP=1          # leave the stack running, print how to use it
 #   make demo PAYMENTS=500 API_PAYMENTS=50
+#   make demo OTEL=1          # spans to a local OTLP receiver; one operation's trace printed as a tree
+#   OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 make demo   # spans to your collector
 #
 # FLAVOUR=c (the default): the C extension, CREATE EXTENSION payflow by
 # install.sql as the superuser, the scheduler background worker, settings
@@ -54,6 +56,8 @@ export PAYFLOW_WEBHOOK_RECEIVER_PORT=${PAYFLOW_DEMO_WEBHOOK_PORT:-4591}
 export PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$RUN/webhook-receiver
 API_PORT=${PAYFLOW_DEMO_API_PORT:-4592}
 API=http://127.0.0.1:$API_PORT
+OTEL=${OTEL:-0}
+OTLP_PORT=${PAYFLOW_DEMO_OTLP_PORT:-4593}
 
 source test/lib/deps.sh
 source test/lib/cluster.sh
@@ -175,6 +179,16 @@ start_process() {
 	echo "$name: pid $!"
 }
 
+if [ "$OTEL" = 1 ] && [ -z "${OTEL_EXPORTER_OTLP_ENDPOINT:-}${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]; then
+	say "== starting a local OTLP receiver (port $OTLP_PORT): every span decoded with OpenTelemetry's protobuf definitions"
+	test/otel/install.sh
+	: >"$RUN/spans.jsonl"
+	start_process otlp-receiver node test/otel/receiver.mjs "$OTLP_PORT" "$RUN/spans.jsonl"
+	export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_PORT OTEL_BSP_SCHEDULE_DELAY=500
+fi
+if [ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]; then
+	echo "spans go to ${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-$OTEL_EXPORTER_OTLP_ENDPOINT} (OTLP/HTTP, JSON)"
+fi
 say "== starting the edge processes"
 PAYFLOW_DATABASE_URL=$(edge_url relay) start_process relay workers/bin/payflow-relay
 queue_of() { echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed -n "s/^$1=//p"; }
@@ -315,6 +329,14 @@ if [ "$API_PAYMENTS" -gt 0 ]; then
 	say "== GET /operations/{id}/events: what its event stream received"
 	wait "$SSE_PID" 2>/dev/null || true
 	grep -E '^(event|id|data):' "$RUN/events.sse" | sed 's/^/    /' | head -40
+	if [ -s "$RUN/spans.jsonl" ]; then
+		say "== its trace, as the local receiver got it (service, span, duration, start)"
+		sleep 1.5	# the processes' next export (OTEL_BSP_SCHEDULE_DELAY)
+		node test/otel/tree.mjs "$RUN/spans.jsonl" \
+			"$(curl -sS -H "Authorization: Bearer $API_KEY" "$API/operations/$FIRST_API_OP" |
+				node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).traceId))')" |
+			sed 's/^/    /'
+	fi
 	say "== GET /operations/{id} with another tenant's key, and with no key"
 	OTHER_KEY=$(q -c "SELECT payflow.create_api_key('other-shop', 'demo')")
 	echo "    other tenant: $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $OTHER_KEY" "$API/operations/$FIRST_API_OP") (as if unknown)"

@@ -503,7 +503,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 		return;
 	*con_cls = NULL;
 	api_guard_request_done(ctx->guard, conn);
-	if (req->otel.json != NULL)
+	if (pf_span_recording(&req->otel))
 	{
 		pf_span_set_int(&req->otel, "http.response.status_code", req->answered ? req->status : 0);
 		pf_span_set_str(&req->otel, "payflow.operation.id", req->operation_id);

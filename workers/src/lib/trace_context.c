@@ -60,14 +60,22 @@ pf_traceparent_parse(const char *text, pf_trace_context *out)
 	return true;
 }
 
-/* n random bytes as 2n hex digits, never all zeros */
+/* n_u64 random 64-bit words as hex digits (and a NUL), never all zeros */
 static void
 random_hex(char *out, int n_u64)
 {
+	static const char hex[] = "0123456789abcdef";
+
 	do
 	{
 		for (int i = 0; i < n_u64; i++)
-			snprintf(out + 16 * i, 17, "%016llx", (unsigned long long) pf_random_u64());
+		{
+			uint64_t	r = pf_random_u64();
+
+			for (int d = 15; d >= 0; d--, r >>= 4)
+				out[16 * i + d] = hex[r & 15];
+		}
+		out[16 * n_u64] = '\0';
 	} while (all_zeros(out, (size_t) (16 * n_u64)));
 }
 

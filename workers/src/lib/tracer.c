@@ -59,7 +59,7 @@ static struct
 	json_t	   *resource;		/* the resource's attributes, a KeyValue array */
 
 	/* the queue: a ring of span objects */
-	json_t	  **queue;
+	char	  **queue;			/* each span's OTLP/JSON text */
 	int			head;
 	int			count;
 	bool		exporting;		/* a batch is out: stop waits for it */
@@ -167,16 +167,34 @@ each_pair(const char *list, void (*take) (const char *key, const char *value, vo
 	free(copy);
 }
 
+/*
+ * Built member by member: a span holds a dozen of these, and json_pack
+ * parses its format at every call (tracing.sh's bench: the spans are what
+ * tracing costs the edge processes).
+ */
 static json_t *
 key_value(const char *key, json_t *value)
 {
-	return json_pack("{s:s,s:o}", "key", key, "value", value);
+	json_t	   *kv = json_object();
+
+	json_object_set_new(kv, "key", json_string(key));
+	json_object_set_new(kv, "value", value);
+	return kv;
+}
+
+static json_t *
+typed_value(const char *type, json_t *value)
+{
+	json_t	   *v = json_object();
+
+	json_object_set_new(v, type, value);
+	return v;
 }
 
 static json_t *
 string_value(const char *s)
 {
-	return json_pack("{s:s}", "stringValue", s);
+	return typed_value("stringValue", json_string(s));
 }
 
 static void
@@ -291,15 +309,72 @@ now_nanos(char *out, size_t len)
 {
 	struct timespec ts;
 
+	char		digits[24];
+	int			n = 0;
+	uint64_t	ns;
+
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(out, len, "%lld%09ld", (long long) ts.tv_sec, ts.tv_nsec);
+	ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+	/* by hand: two of these a span, and snprintf showed in its profile */
+	do
+	{
+		digits[n++] = (char) ('0' + ns % 10);
+		ns /= 10;
+	} while (ns > 0 && n < (int) sizeof(digits));
+	for (int i = 0; i < n && (size_t) i + 1 < len; i++)
+		out[i] = digits[n - 1 - i];
+	out[(size_t) n < len ? n : (int) len - 1] = '\0';
+}
+
+/*
+ * s as a JSON string: quotes, backslashes and control characters escaped.
+ * Runs of plain bytes are copied at once, and nothing here goes through
+ * printf: building spans is what tracing costs a worker (tracing.sh's bench).
+ */
+static void
+append_json_string(pf_buf *out, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *run = (const unsigned char *) s;
+	const unsigned char *p;
+
+	pf_buf_append(out, "\"", 1);
+	for (p = run; *p; p++)
+	{
+		char		esc[6] = {'\\', 'u', '0', '0', 0, 0};
+
+		if (*p != '"' && *p != '\\' && *p >= 0x20)
+			continue;
+		pf_buf_append(out, run, (size_t) (p - run));
+		if (*p == '"' || *p == '\\')
+		{
+			esc[1] = (char) *p;
+			pf_buf_append(out, esc, 2);
+		}
+		else
+		{
+			esc[4] = hex[*p >> 4];
+			esc[5] = hex[*p & 15];
+			pf_buf_append(out, esc, 6);
+		}
+		run = p + 1;
+	}
+	pf_buf_append(out, run, (size_t) (p - run));
+	pf_buf_append(out, "\"", 1);
+}
+
+/* a literal: the compiler knows its length */
+#define APPEND_LIT(buf, lit) pf_buf_append((buf), (lit), sizeof(lit) - 1)
+
+bool
+pf_span_recording(const pf_span *span)
+{
+	return span->recording;
 }
 
 void
 pf_span_begin(pf_span *span, const char *name, pf_span_kind kind, const pf_trace_context *parent)
 {
-	char		start[32];
-
 	if (parent)
 	{
 		pf_trace_context_child(parent, &span->ctx);
@@ -311,16 +386,22 @@ pf_span_begin(pf_span *span, const char *name, pf_span_kind kind, const pf_trace
 		pf_trace_context_start(&span->ctx, true);
 		span->ctx.sampled = sample_root(span->ctx.trace_id);
 	}
-	span->json = NULL;
-	if (!tracer.on || !span->ctx.sampled)
+	span->recording = tracer.on && span->ctx.sampled;
+	if (!span->recording)
 		return;
-	now_nanos(start, sizeof(start));
-	span->json = json_pack("{s:s,s:s,s:s,s:i,s:s,s:[],s:[],s:[]}",
-						   "traceId", span->ctx.trace_id, "spanId", span->ctx.span_id, "name", name,
-						   "kind", (int) kind, "startTimeUnixNano", start,
-						   "attributes", "events", "links");
 	if (parent)
-		json_object_set_new(span->json, "parentSpanId", json_string(parent->span_id));
+		memcpy(span->parent_id, parent->span_id, sizeof(span->parent_id));
+	else
+		span->parent_id[0] = '\0';
+	pf_span_set_name(span, name);
+	span->kind = (int) kind;
+	now_nanos(span->start, sizeof(span->start));
+	span->status = 0;
+	span->status_message[0] = '\0';
+	span->trace_state = NULL;
+	pf_buf_init(&span->attributes);
+	pf_buf_init(&span->events);
+	pf_buf_init(&span->links);
 }
 
 void
@@ -331,37 +412,52 @@ pf_span_begin_text(pf_span *span, const char *name, pf_span_kind kind, const cha
 	pf_span_begin(span, name, kind, pf_traceparent_parse(traceparent, &parent) ? &parent : NULL);
 }
 
-static void
-set_attribute(pf_span *span, const char *key, json_t *value)
-{
-	if (span->json == NULL)
-	{
-		json_decref(value);
-		return;
-	}
-	json_array_append_new(json_object_get(span->json, "attributes"), key_value(key, value));
-}
-
 void
 pf_span_set_name(pf_span *span, const char *name)
 {
-	if (span->json != NULL && name != NULL)
-		json_object_set_new(span->json, "name", json_string(name));
+	size_t		n;
+
+	if (!span->recording || name == NULL)
+		return;
+	n = strnlen(name, sizeof(span->name) - 1);
+	memcpy(span->name, name, n);
+	span->name[n] = '\0';
 }
 
 void
 pf_span_set_trace_state(pf_span *span, const char *tracestate)
 {
 	/* the recommendation's bound; a longer one is dropped, not cut */
-	if (span->json != NULL && tracestate != NULL && tracestate[0] && strlen(tracestate) <= 512)
-		json_object_set_new(span->json, "traceState", json_string(tracestate));
+	if (span->recording && tracestate != NULL && tracestate[0] && strlen(tracestate) <= 512)
+	{
+		free(span->trace_state);
+		span->trace_state = pf_strdup(tracestate);
+	}
+}
+
+/* {"key":…,"value":{"<type>":<value text>}} after the others */
+static void
+append_attribute(pf_buf *list, const char *key, const char *type, const char *value, bool quoted)
+{
+	if (list->len > 0)
+		APPEND_LIT(list, ",");
+	APPEND_LIT(list, "{\"key\":");
+	append_json_string(list, key);
+	APPEND_LIT(list, ",\"value\":{\"");
+	pf_buf_append_str(list, type);
+	APPEND_LIT(list, "\":");
+	if (quoted)
+		append_json_string(list, value);
+	else
+		pf_buf_append_str(list, value);
+	APPEND_LIT(list, "}}");
 }
 
 void
 pf_span_set_str(pf_span *span, const char *key, const char *value)
 {
-	if (value != NULL)
-		set_attribute(span, key, string_value(value));
+	if (span->recording && value != NULL)
+		append_attribute(&span->attributes, key, "stringValue", value, true);
 }
 
 void
@@ -369,74 +465,155 @@ pf_span_set_int(pf_span *span, const char *key, int64_t value)
 {
 	char		text[24];
 
+	if (!span->recording)
+		return;
 	/* int64 is a string in OTLP's JSON (proto3's mapping) */
 	snprintf(text, sizeof(text), "%lld", (long long) value);
-	set_attribute(span, key, json_pack("{s:s}", "intValue", text));
+	append_attribute(&span->attributes, key, "intValue", text, true);
 }
 
 void
 pf_span_set_bool(pf_span *span, const char *key, bool value)
 {
-	set_attribute(span, key, json_pack("{s:b}", "boolValue", value));
+	if (span->recording)
+		append_attribute(&span->attributes, key, "boolValue", value ? "true" : "false", false);
 }
 
 void
 pf_span_add_event(pf_span *span, const char *name, json_t *attributes)
 {
 	char		at[32];
+	pf_buf		list = PF_BUF_INIT;
+	const char *key;
+	json_t	   *value;
 
-	if (span->json == NULL)
+	if (!span->recording)
 	{
 		json_decref(attributes);
 		return;
 	}
-	now_nanos(at, sizeof(at));
-	json_array_append_new(json_object_get(span->json, "events"),
-						  json_pack("{s:s,s:s,s:o}", "timeUnixNano", at, "name", name, "attributes",
-									attributes ? key_values(attributes) : json_array()));
+	json_object_foreach(attributes, key, value)
+	{
+		char		text[24];
+
+		if (json_is_string(value))
+			append_attribute(&list, key, "stringValue", json_string_value(value), true);
+		else if (json_is_integer(value))
+		{
+			snprintf(text, sizeof(text), "%lld", (long long) json_integer_value(value));
+			append_attribute(&list, key, "intValue", text, true);
+		}
+	}
 	json_decref(attributes);
+	now_nanos(at, sizeof(at));
+	if (span->events.len > 0)
+		pf_buf_append_char(&span->events, ',');
+	pf_buf_appendf(&span->events, "{\"timeUnixNano\":\"%s\",\"name\":", at);
+	append_json_string(&span->events, name);
+	pf_buf_appendf(&span->events, ",\"attributes\":[%s]}", list.len ? pf_buf_str(&list) : "");
+	pf_buf_free(&list);
 }
 
 void
 pf_span_add_link(pf_span *span, const pf_trace_context *other)
 {
-	if (span->json == NULL)
+	if (!span->recording)
 		return;
-	json_array_append_new(json_object_get(span->json, "links"),
-						  json_pack("{s:s,s:s}", "traceId", other->trace_id, "spanId", other->span_id));
+	if (span->links.len > 0)
+		pf_buf_append_char(&span->links, ',');
+	pf_buf_appendf(&span->links, "{\"traceId\":\"%s\",\"spanId\":\"%s\"}", other->trace_id, other->span_id);
 }
 
 void
 pf_span_set_error(pf_span *span, const char *message)
 {
-	if (span->json == NULL)
+	if (!span->recording)
 		return;
-	json_object_set_new(span->json, "status", json_pack("{s:i,s:s}", "code", 2, "message", message ? message : ""));
+	span->status = 2;
+	snprintf(span->status_message, sizeof(span->status_message), "%s", message ? message : "");
 }
 
 void
 pf_span_discard(pf_span *span)
 {
-	json_decref(span->json);
-	span->json = NULL;
+	if (!span->recording)
+		return;
+	span->recording = false;
+	pf_buf_free(&span->attributes);
+	pf_buf_free(&span->events);
+	pf_buf_free(&span->links);
+	free(span->trace_state);
+	span->trace_state = NULL;
 }
 
 void
 pf_span_end(pf_span *span)
 {
 	char		end[32];
+	pf_buf		out = PF_BUF_INIT;
 	bool		queued = false;
+	char	   *text;
 
-	if (span->json == NULL)
+	if (!span->recording)
 		return;
 	now_nanos(end, sizeof(end));
-	json_object_set_new(span->json, "endTimeUnixNano", json_string(end));
-	if (json_object_get(span->json, "status") == NULL)
-		json_object_set_new(span->json, "status", json_pack("{s:i}", "code", 0));
+	pf_buf_reserve(&out, 256 + span->attributes.len + span->events.len + span->links.len);
+	APPEND_LIT(&out, "{\"traceId\":\"");
+	pf_buf_append(&out, span->ctx.trace_id, 32);
+	APPEND_LIT(&out, "\",\"spanId\":\"");
+	pf_buf_append(&out, span->ctx.span_id, 16);
+	APPEND_LIT(&out, "\"");
+	if (span->parent_id[0])
+	{
+		APPEND_LIT(&out, ",\"parentSpanId\":\"");
+		pf_buf_append(&out, span->parent_id, 16);
+		APPEND_LIT(&out, "\"");
+	}
+	if (span->trace_state)
+	{
+		APPEND_LIT(&out, ",\"traceState\":");
+		append_json_string(&out, span->trace_state);
+	}
+	APPEND_LIT(&out, ",\"name\":");
+	append_json_string(&out, span->name);
+	APPEND_LIT(&out, ",\"kind\":");
+	pf_buf_append_char(&out, (char) ('0' + span->kind));
+	APPEND_LIT(&out, ",\"startTimeUnixNano\":\"");
+	pf_buf_append_str(&out, span->start);
+	APPEND_LIT(&out, "\",\"endTimeUnixNano\":\"");
+	pf_buf_append_str(&out, end);
+	APPEND_LIT(&out, "\",\"attributes\":[");
+	pf_buf_append(&out, span->attributes.data, span->attributes.len);
+	APPEND_LIT(&out, "]");
+	if (span->events.len)
+	{
+		APPEND_LIT(&out, ",\"events\":[");
+		pf_buf_append(&out, span->events.data, span->events.len);
+		APPEND_LIT(&out, "]");
+	}
+	if (span->links.len)
+	{
+		APPEND_LIT(&out, ",\"links\":[");
+		pf_buf_append(&out, span->links.data, span->links.len);
+		APPEND_LIT(&out, "]");
+	}
+	if (span->status)
+	{
+		APPEND_LIT(&out, ",\"status\":{\"code\":2,\"message\":");
+		append_json_string(&out, span->status_message);
+		APPEND_LIT(&out, "}}");
+	}
+	else
+		APPEND_LIT(&out, ",\"status\":{\"code\":0}}");
+	pf_span_discard(span);
+	/* bytes that are not UTF-8 (a foreign error text) would make the batch invalid JSON */
+	pf_utf8_sanitize(out.data, out.len);
+	text = out.data;			/* the queue owns it now */
+
 	pthread_mutex_lock(&tracer.lock);
 	if (tracer.on && !tracer.stopping && tracer.count < tracer.max_queue)
 	{
-		tracer.queue[(tracer.head + tracer.count) % tracer.max_queue] = span->json;
+		tracer.queue[(tracer.head + tracer.count) % tracer.max_queue] = text;
 		tracer.count++;
 		queued = true;
 		if (tracer.count >= tracer.max_batch)
@@ -446,8 +623,7 @@ pf_span_end(pf_span *span)
 		tracer.dropped++;
 	pthread_mutex_unlock(&tracer.lock);
 	if (!queued)
-		json_decref(span->json);
-	span->json = NULL;
+		free(text);
 }
 
 /* ---- the export thread ---- */
@@ -542,25 +718,23 @@ log_drops(int64_t now_ms)
 	tracer.dropped_log_ms = now_ms;
 }
 
-/* POSTs one batch; false when the collector did not take it */
+/* POSTs one batch (spans: their texts, comma-separated); false when the collector did not take it */
 static bool
-export_batch(json_t *spans, int n, int64_t *fail_log_ms, bool *failing)
+export_batch(const char *head, const pf_buf *spans, int n, int64_t *fail_log_ms, bool *failing)
 {
-	json_t	   *body = json_pack("{s:[{s:{s:O},s:[{s:{s:s,s:s},s:o}]}]}",
-								 "resourceSpans", "resource", "attributes", tracer.resource,
-								 "scopeSpans", "scope", "name", TRACER_SCOPE, "version", TRACER_VERSION,
-								 "spans", spans);
-	char	   *text = json_dumps(body, JSON_COMPACT);
+	pf_buf		body = PF_BUF_INIT;
 	pf_http_request req;
 	pf_error	err;
 	bool		ok;
 
-	json_decref(body);
+	pf_buf_append_str(&body, head);
+	pf_buf_append(&body, spans->data, spans->len);
+	pf_buf_append_str(&body, "]}]}]}");
 	pf_http_request_init(&req, "POST", tracer.url);
 	for (struct curl_slist *h = tracer.headers; h; h = h->next)
 		pf_http_request_add_header_line(&req, h->data);
 	pf_http_request_add_header(&req, "Content-Type", "application/json");
-	pf_http_request_set_body(&req, text, strlen(text));
+	pf_http_request_set_body(&req, body.data, body.len);
 	req.timeout_ms = tracer.timeout_ms;
 	req.connect_timeout_ms = tracer.timeout_ms < 3000 ? tracer.timeout_ms : 3000;
 	req.max_response = 64 * 1024;
@@ -571,7 +745,7 @@ export_batch(json_t *spans, int n, int64_t *fail_log_ms, bool *failing)
 					 req.curl_error[0] ? req.curl_error : "no answer");
 	*failing = !ok;
 	pf_http_request_free(&req);
-	free(text);
+	pf_buf_free(&body);
 	return ok;
 }
 
@@ -581,18 +755,28 @@ export_thread(void *arg)
 	json_t	   *extra = arg;
 	int64_t		fail_log_ms = 0;
 	bool		failing = false;
+	char	   *head;
+	char	  **taken = pf_calloc((size_t) tracer.max_batch, sizeof(char *));
+	pf_buf		batch = PF_BUF_INIT;
 
+	/* what every export starts with: the resource (ECS's attributes read once, here) and the scope */
 	add_ecs_attributes(tracer.http, extra);
-	pthread_mutex_lock(&tracer.lock);
 	json_array_extend(tracer.resource, key_values(extra));
-	pthread_mutex_unlock(&tracer.lock);
 	json_decref(extra);
+	{
+		char	   *resource = json_dumps(tracer.resource, JSON_COMPACT);
+		pf_buf		h = PF_BUF_INIT;
+
+		pf_buf_appendf(&h, "{\"resourceSpans\":[{\"resource\":{\"attributes\":%s},\"scopeSpans\":[{\"scope\":"
+					   "{\"name\":\"%s\",\"version\":\"%s\"},\"spans\":[", resource, TRACER_SCOPE, TRACER_VERSION);
+		free(resource);
+		head = h.data;
+	}
 	tracer.dropped_log_ms = pf_now_ms();
 
 	pthread_mutex_lock(&tracer.lock);
 	for (;;)
 	{
-		json_t	   *batch;
 		int			n;
 		bool		ok;
 
@@ -619,17 +803,24 @@ export_thread(void *arg)
 			pthread_mutex_lock(&tracer.lock);
 			continue;
 		}
-		batch = json_array();
 		for (n = 0; n < tracer.max_batch && tracer.count > 0; n++)
 		{
-			json_array_append_new(batch, tracer.queue[tracer.head]);
+			taken[n] = tracer.queue[tracer.head];
 			tracer.head = (tracer.head + 1) % tracer.max_queue;
 			tracer.count--;
 		}
 		tracer.exporting = true;
 		pthread_mutex_unlock(&tracer.lock);
 
-		ok = export_batch(batch, n, &fail_log_ms, &failing);
+		pf_buf_reset(&batch);
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				pf_buf_append_char(&batch, ',');
+			pf_buf_append_str(&batch, taken[i]);
+			free(taken[i]);
+		}
+		ok = export_batch(head, &batch, n, &fail_log_ms, &failing);
 
 		pthread_mutex_lock(&tracer.lock);
 		tracer.exporting = false;
@@ -643,6 +834,9 @@ export_thread(void *arg)
 		pthread_mutex_lock(&tracer.lock);
 	}
 	pthread_mutex_unlock(&tracer.lock);
+	pf_buf_free(&batch);
+	free(taken);
+	free(head);
 	return NULL;
 }
 
@@ -692,7 +886,7 @@ pf_tracer_start(const char *default_service, json_t *resource)
 	tracer.max_batch = (int) env_long("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1, 1000000);
 	if (tracer.max_batch > tracer.max_queue)
 		tracer.max_batch = tracer.max_queue;
-	tracer.queue = pf_calloc((size_t) tracer.max_queue, sizeof(json_t *));
+	tracer.queue = pf_calloc((size_t) tracer.max_queue, sizeof(char *));
 
 	/* the resource: ours, then OTEL_RESOURCE_ATTRIBUTES, then OTEL_SERVICE_NAME */
 	json_object_set_new(attrs, "service.name", json_string(default_service));
@@ -753,7 +947,7 @@ pf_tracer_stop(int timeout_ms)
 			tracer.dropped += (uint64_t) tracer.count;
 			for (; tracer.count > 0; tracer.count--)
 			{
-				json_decref(tracer.queue[tracer.head]);
+				free(tracer.queue[tracer.head]);
 				tracer.head = (tracer.head + 1) % tracer.max_queue;
 			}
 		}

@@ -21,7 +21,7 @@
 #   ROUNDS=3 SECONDS_PER_RUN=10 CLIENTS=4 TX_PER_CLIENT=300
 #   PF_BENCH_PGPORT=54339  PF_BENCH_SQL_PGPORT=54338
 #   BENCH_FLAVOURS="c sql"   (c alone: the C extension only)
-#   BENCH_PARTS="step_engine step_limit_claims purge retained outbox_log id_width relay worker_scale pipeline api"   the scripts run afterwards
+#   BENCH_PARTS="step_engine step_limit_claims purge retained outbox_log id_width relay worker_scale pipeline api tracing"   the scripts run afterwards
 # Each part prints the time it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -229,7 +229,7 @@ printf "%-62s %10.1f %8s\n" "payflow.metrics() with 101,000 in flight (a backlog
 # this one is no longer needed and would only take memory and CPU from them.
 destroy_all
 echo "(submit, outbox and metrics took $((SECONDS - bench_started)) s)"
-for part in ${BENCH_PARTS-step_engine step_limit_claims purge retained outbox_log id_width relay worker_scale pipeline api}; do
+for part in ${BENCH_PARTS-step_engine step_limit_claims purge retained outbox_log id_width relay worker_scale pipeline api tracing}; do
 	echo
 	echo "== test/bench/$part.sh"
 	part_started=$SECONDS

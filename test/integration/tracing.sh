@@ -10,7 +10,8 @@
 #     services; every parent a span names is in the trace (the API's
 #     request span's parent is the caller's span); the chain is API request
 #     -> submit -> publish -> attempt -> its calls (claim, the legacy
-#     statement, the invoice POST, completion), and heartbeats are events;
+#     statement, the SQL hook, the invoice POST, completion), and heartbeats
+#     are events;
 #   - a step that failed once and was retried shows two attempt spans;
 #   - the relay's batches link to the publish spans they carried;
 #   - no span holds the card number or the API key;
@@ -187,6 +188,7 @@ attempts = [s for s in ours if s["name"] == "PROCESS_PAYMENT attempt"]
 out["payment_calls"] = sum(1 for a in attempts if children(a, "payflow.claim_step") and
                            any(children(r, "legacy ") for r in children(a, "payment ")) and
                            (children(a, "payflow.complete_step") or children(a, "payflow.fail_step")))
+out["hook_calls"] = sum(1 for a in ours if a["name"] == "POST_PROCESS attempt" and children(a, "payflow.run_hook_steps"))
 invoice_posts = [c for a in ours if a["name"] == "CREATE_INVOICE attempt" for r in children(a, "invoice ") for c in children(r, "POST")]
 out["invoice_posts"] = sum(1 for c in invoice_posts if c["attributes"].get("http.response.status_code") in ("201", "200"))
 first = ops[0]
@@ -214,6 +216,7 @@ pf_eq "each operation: request -> submit -> publish -> attempt, for each of its 
 pf_ok "payment attempts hold their claim, their legacy statement and their completion" \
 	test "$(field payment_calls)" -ge "$N"
 pf_ok "each invoice is a POST span under its attempt, with its status" test "$(field invoice_posts)" -ge "$N"
+pf_ok "each post-processing's SQL hook is a span under its attempt" test "$(field hook_calls)" -ge "$N"
 pf_eq "the retried payment shows two attempt spans" 2 "$(field retried)"
 pf_ok "... the first one's legacy statement marked as an error" test "$(field retry_error)" -ge 1
 pf_eq "the relay's batches link to every publish span" "$(field publish)" "$(field batch_links)"

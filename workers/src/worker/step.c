@@ -785,11 +785,23 @@ claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, 
 	json_t	   *completion = NULL;
 	json_t	   *hook_error = NULL;
 	pf_error	err;
+	pf_span		call;
+	pf_result	r;
 
 	*done = false;
 	if (hook == NULL)
 		return false;
-	if (batch_claim_run_complete(w, hook, ids->operation_id, claim, &completion, &hook_error, &err) != PF_OK)
+	/* the SQL hook's call: claim, hook and completion in one statement */
+	db_span_begin(&call, j, "run_hook_steps");
+	pf_span_set_str(&call, "payflow.hook", hook);
+	r = batch_claim_run_complete(w, hook, ids->operation_id, claim, &completion, &hook_error, &err);
+	if (r == PF_OK && hook_error != NULL)
+	{
+		pf_span_set_str(&call, "payflow.error.code", json_string_value(json_object_get(hook_error, "code")));
+		pf_span_set_error(&call, "the hook raised");
+	}
+	db_span_end(&call, r, &err);
+	if (r != PF_OK)
 	{
 		log_job(PF_LOG_DEBUG, ids, j, json_pack("{s:s}", "code", err.code),
 				"the step did not complete in one transaction (%s); claiming it the usual way", err.message);

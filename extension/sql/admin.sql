@@ -323,42 +323,6 @@ $$;
 
 -- (admin_cancel and admin_replay: admin_actions.sql)
 
--- Dead letters, newest first: open ("true" default, "false", "all"),
--- after (an id), limit.  No message bodies (they may hold payment details).
-CREATE FUNCTION payflow.admin_dead_letters(admin_key text, filters jsonb DEFAULT '{}') RETURNS jsonb
-	LANGUAGE plpgsql STABLE SECURITY DEFINER
-	SET search_path = pg_catalog, payflow, pg_temp
-	AS $$
-DECLARE
-	k payflow.api_keys := payflow._admin_key(admin_key);
-	f jsonb := payflow._admin_filters(filters, ARRAY['open', 'after', 'limit']);
-	v_limit integer := payflow._admin_limit(f, 50, 200);
-	v_after bigint := payflow._admin_id(f, 'after');
-	v_open text := coalesce(f ->> 'open', 'true');
-	v_rows jsonb;
-BEGIN
-	IF v_open NOT IN ('true', 'false', 'all') THEN
-		PERFORM payflow._admin_bad('open', 'must be true, false or all');
-	END IF;
-	-- newest first by the primary key; open ones are most of what is kept
-	SELECT coalesce(jsonb_agg(jsonb_build_object(
-			   'id', d.id, 'source', d.source, 'operationId', d.operation_id, 'step', d.step_name,
-			   'queue', d.queue, 'error', d.error, 'attempts', d.attempts,
-			   'createdAt', payflow._iso(d.created_at), 'replayedAt', payflow._iso(d.replayed_at),
-			   'replayable', d.replayed_at IS NULL AND d.source = 'step' AND o.status = 'FAILED',
-			   'operationStatus', o.status) ORDER BY d.id DESC), '[]')
-	  INTO v_rows
-	  FROM (SELECT * FROM payflow.dead_letters x
-			 WHERE (v_after IS NULL OR x.id < v_after)
-			   AND (v_open = 'all' OR (x.replayed_at IS NULL) = (v_open = 'true'))
-			 ORDER BY x.id DESC LIMIT v_limit + 1) d
-	  LEFT JOIN payflow.operations o ON o.id = d.operation_id;
-	RETURN jsonb_build_object(
-		'items', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows - v_limit ELSE v_rows END,
-		'next', CASE WHEN jsonb_array_length(v_rows) > v_limit THEN v_rows -> (v_limit - 1) ->> 'id' END);
-END
-$$;
-
 -- The ids of a replay of many: a JSON array of 1 to 100 positive integers.
 CREATE FUNCTION payflow._admin_ids(ids jsonb) RETURNS bigint[]
 	LANGUAGE plpgsql IMMUTABLE

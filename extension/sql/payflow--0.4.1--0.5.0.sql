@@ -344,6 +344,8 @@ BEGIN
 END
 $partitions$;
 --@@ include admin_operation.sql @@
+-- the console's dead letters name their trace (issue 29)
+--@@ include admin_dead_letters.sql @@
 REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;
 

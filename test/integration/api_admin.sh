@@ -100,6 +100,8 @@ pf_eq "the cancel's actor is the key's name" "admin:ops-$API_RUN|duplicate order
 	"$(q -c "SELECT actor || '|' || reason FROM payflow.operation_history WHERE operation_id = '$PENDING_OP' ORDER BY id DESC LIMIT 1")"
 pf_eq "dead letters: the failed one is open" true \
 	"$(admin GET /admin/dead-letters "$AKEY" >/dev/null; node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).items.some((d) => d.operationId === process.argv[2] && d.replayable))' "$API_DIR/body" "$OP")"
+pf_eq "... with its operation's trace id" "$(q -c "SELECT payflow._trace_id(traceparent) FROM payflow.operations WHERE id = '$OP'")" \
+	"$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).items.find((d) => d.operationId === process.argv[2]).traceId)' "$API_DIR/body" "$OP")"
 DL=$(q -c "SELECT id FROM payflow.dead_letters WHERE operation_id = '$OP' AND replayed_at IS NULL")
 pf_eq "replay many: ids must be a list" "400 ids" \
 	"$(admin POST /admin/dead-letters/replay "$AKEY" --data-binary '{"ids":"all"}') $(json_field error.parameter)"

@@ -479,9 +479,10 @@ function replayList(title, path, columns, row) {
 }
 
 function deadLetters() {
-	replayList('Dead letters', '/admin/dead-letters', ['#', 'Operation', 'Step', 'Source', 'Error', 'Attempts', 'Created'], (d) => [
+	replayList('Dead letters', '/admin/dead-letters', ['#', 'Operation', 'Step', 'Source', 'Error', 'Attempts', 'Created', 'Trace'], (d) => [
 		String(d.id), d.operationId ? operationLink(d.operationId) : d.queue || '', d.step || '', d.source,
-		el('span', { class: 'step-error' }, errorText(d.error)), String(d.attempts ?? ''), whenText(d.createdAt)]);
+		el('span', { class: 'step-error' }, errorText(d.error)), String(d.attempts ?? ''), whenText(d.createdAt),
+		el('span', { class: 'mono' }, d.traceId || '')]);
 }
 
 function webhookFailures() {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck disable=SC2154  # PID_<name>: set by name (printf -v) when a program starts
 # One OpenTelemetry trace per operation (issue 29): payflow-api, the relay
-# and the payment, postprocess and invoice workers export spans over
+# and the payment, postprocess, invoice and webhook workers export spans over
 # OTLP/HTTP (JSON) to a local receiver that decodes them with
 # OpenTelemetry's own protobuf definitions (test/otel/receiver.mjs). Then:
 #
@@ -11,7 +11,10 @@
 #     request span's parent is the caller's span); the chain is API request
 #     -> submit -> publish -> attempt -> its calls (claim, the legacy
 #     statement, the SQL hook, the invoice POST, completion), and heartbeats
-#     are events;
+#     are events; the webhook delivered for the operation is in it too;
+#   - the invoice worker, given an ECS task metadata endpoint (a stand-in
+#     serving ECS's documented answers), puts the task's attributes on its
+#     spans' resource;
 #   - a step that failed once and was retried shows two attempt spans;
 #   - the relay's batches link to the publish spans they carried;
 #   - no span holds the card number or the API key;
@@ -20,14 +23,15 @@
 #     on /metrics.
 #
 # Ports: emulator 4860/4861, invoice stand-in 4862, payflow-api 4863, the
-# receiver 4864, the worker's metrics 4865.
+# receiver 4864, the worker's metrics 4865, the webhook receiver 4866, the
+# ECS metadata stand-in 4867.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
 source test/lib/assert.sh
 source test/lib/proc.sh
 
-EMU_PORT=4860 INV_PORT=4862 API_PORT=4863 OTLP_PORT=4864 METRICS_PORT=4865
+EMU_PORT=4860 INV_PORT=4862 API_PORT=4863 OTLP_PORT=4864 METRICS_PORT=4865 RECV_PORT=4866 ECS_PORT=4867
 RUN=$$
 P=trace-$RUN
 N=12
@@ -53,6 +57,8 @@ cleanup() {
 	q -c "UPDATE payflow.step_definitions SET retry_base_delay = NULL, retry_max_delay = NULL" >/dev/null 2>&1 || true
 	legacy -c "SELECT clear_faults()" >/dev/null 2>&1 || true
 	PAYFLOW_INVOICE_API_RUN_DIR=$DIR/invoice-api test/fixtures/invoice-api/stop.sh >/dev/null 2>&1 || true
+	PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$DIR/receiver test/fixtures/webhook-receiver/stop.sh >/dev/null 2>&1 || true
+	q -c "SELECT payflow.delete_webhook('$RUN-tenant')" >/dev/null 2>&1 || true
 	test/emulator/stop.sh >/dev/null 2>&1 || true
 	if [ "$PF_FAILURES" -ne 0 ]; then
 		for f in "$DIR"/*.log; do
@@ -92,6 +98,22 @@ export PAYFLOW_INVOICE_API_PORT=$INV_PORT PAYFLOW_INVOICE_API_RUN_DIR=$DIR/invoi
 eval "$(test/fixtures/invoice-api/start.sh 2>"$DIR/invoice-api-start.log")"
 export PAYFLOW_INVOICE_URL
 curl -fsS -X POST "http://127.0.0.1:$INV_PORT/_reset" >/dev/null
+export PAYFLOW_WEBHOOK_RECEIVER_PORT=$RECV_PORT PAYFLOW_WEBHOOK_RECEIVER_RUN_DIR=$DIR/receiver
+eval "$(test/fixtures/webhook-receiver/start.sh 2>"$DIR/receiver-start.log")"
+# ECS's task metadata endpoint (v4), as its documentation shows it answering
+cat >"$DIR/ecs-metadata.mjs" <<'JS'
+import { createServer } from "node:http";
+const task = { Cluster: "arn:aws:ecs:eu-west-1:111122223333:cluster/payflow-test",
+	TaskARN: "arn:aws:ecs:eu-west-1:111122223333:task/payflow-test/0123456789abcdef", Family: "payflow-worker-invoice",
+	Revision: "7", AvailabilityZone: "eu-west-1b", LaunchType: "FARGATE" };
+const container = { DockerId: "0123456789abcdef-1234567890", Name: "invoice",
+	ContainerARN: "arn:aws:ecs:eu-west-1:111122223333:container/payflow-test/0123456789abcdef/abc" };
+createServer((req, res) => {
+	const body = req.url.endsWith("/task") ? task : container;
+	res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(body));
+}).listen(Number(process.argv[2]), "127.0.0.1");
+JS
+start ecs node "$DIR/ecs-metadata.mjs" "$ECS_PORT"
 export PAYFLOW_LEGACY_ODBC
 PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh 2>"$DIR/legacy-setup.log")
 export PAYFLOW_DATABASE_URL="postgresql://postgres@127.0.0.1:$PF_PGPORT/$PF_DB"
@@ -109,23 +131,29 @@ legacy -c "SELECT set_fault('transient', payment_id => '$P-1', fn => 'charge')" 
 
 pf_forget_leftovers
 API_KEY=$(q -c "SELECT payflow.create_api_key('$RUN-tenant', 'tracing test')")
+WEBHOOK_SECRET=$(q -c "SELECT payflow.set_webhook('$RUN-tenant', '$PAYFLOW_WEBHOOK_RECEIVER_URL/trace')")
+curl -fsS -X POST "$PAYFLOW_WEBHOOK_RECEIVER_URL/_secrets" -H 'Content-Type: application/json' \
+	-d "{\"path\": \"/trace\", \"secret\": \"$WEBHOOK_SECRET\"}" >/dev/null
 PAYFLOW_LISTEN=127.0.0.1:$API_PORT start api workers/bin/payflow-api
 start relay workers/bin/payflow-relay
-for role in payment postprocess invoice; do
+for role in payment postprocess invoice webhook; do
 	case $role in
 		payment) queue=payment-requests ;;
 		postprocess) queue=payment-completed ;;
 		invoice) queue=invoice-requests ;;
+		webhook) queue=operation-events ;;
 	esac
 	extra=()
 	[ "$role" = payment ] && extra=(PAYFLOW_METRICS_LISTEN="127.0.0.1:$METRICS_PORT")
+	[ "$role" = invoice ] && extra=(ECS_CONTAINER_METADATA_URI_V4="http://127.0.0.1:$ECS_PORT/v4/abc")
+	[ "$role" = webhook ] && extra=(PAYFLOW_WEBHOOK_ALLOW_HTTP=true)	# the receiver is on loopback
 	env PAYFLOW_QUEUE_URL="$(queue_url $queue)" PAYFLOW_WORKER_ID="trace-$role-$RUN" "${extra[@]}" \
 		workers/bin/payflow-worker --role "$role" >"$DIR/$role.log" 2>&1 &
 	PIDS+=($!)
 	printf -v "PID_$role" '%s' "$!"
 done
 pf_wait_for 15 curl -fsS "http://127.0.0.1:$API_PORT/healthz" -o /dev/null || say "payflow-api did not answer /healthz"
-for role in payment postprocess invoice; do
+for role in payment postprocess invoice webhook; do
 	pf_wait_for 15 grep -q '"payflow-worker started"' "$DIR/$role.log" || say "the $role worker did not say it started"
 done
 
@@ -169,8 +197,9 @@ out["orphans"] = sum(1 for s in ours if s["parentSpanId"] and s["parentSpanId"] 
 servers = [s for s in ours if s["name"] == "POST /payments"]
 out["api_requests"] = f'{len(servers)} {sum(1 for s in servers if s["parentSpanId"] == caller and s["traceState"] == "congo=t61rcWkgMzE")}'
 # each operation: a chain API request -> submit -> publish -> attempt, for each of its three steps
+STEPS = {"PROCESS_PAYMENT attempt", "POST_PROCESS attempt", "CREATE_INVOICE attempt"}
 def chain_ok(op):
-    attempts = [s for s in ours if s["attributes"].get("payflow.operation.id") == op and s["name"].endswith(" attempt")]
+    attempts = [s for s in ours if s["attributes"].get("payflow.operation.id") == op and s["name"] in STEPS]
     steps = set()
     for a in attempts:
         publish = by_id.get(a["parentSpanId"])
@@ -179,7 +208,7 @@ def chain_ok(op):
         if publish and publish["name"].startswith("publish ") and publish["service"] == "payflow-relay" \
            and submit and submit["name"] == "payflow.submit" and request and request["name"] == "POST /payments":
             steps.add(a["name"])
-    return steps == {"PROCESS_PAYMENT attempt", "POST_PROCESS attempt", "CREATE_INVOICE attempt"}
+    return steps == STEPS
 out["chains"] = sum(1 for op in ops if chain_ok(op))
 def children(span, name_prefix):
     return [c for c in ours if c["parentSpanId"] == span["spanId"] and c["name"].startswith(name_prefix)]
@@ -199,6 +228,13 @@ publish_ids = {s["spanId"] for s in ours if s["name"].startswith("publish ")}
 out["batch_links"] = sum(1 for b in batches for l in b["links"] if l["spanId"] in publish_ids)
 out["publish"] = len(publish_ids)
 out["resource"] = sum(1 for s in ours if s["resource"].get("deployment.environment", "").startswith("test-"))
+invoice_res = [s["resource"] for s in ours if s["service"] == "payflow-worker-invoice"]
+out["ecs"] = sum(1 for r in invoice_res if r.get("aws.ecs.task.arn", "").endswith("task/payflow-test/0123456789abcdef")
+                 and r.get("cloud.platform") == "aws_ecs" and r.get("aws.ecs.launchtype") == "fargate"
+                 and r.get("cloud.availability_zone") == "eu-west-1b" and r.get("container.name") == "invoice")
+out["ecs_of"] = len(invoice_res)
+out["webhooks"] = len({s["attributes"].get("payflow.operation.id") for s in ours if s["service"] == "payflow-worker-webhook"
+                       and s["name"].endswith(" attempt") and children(s, "POST")})
 text = open(spans_file).read()
 out["leaks"] = text.count(card) + text.count(api_key)
 print(json.dumps(out))
@@ -209,7 +245,8 @@ grep '"invalid"' "$SPANS" | head -n 3 | cut -c1-300 | sed 's/^/# /' || true
 field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$check" "$1"; }
 pf_eq "every export decoded with OpenTelemetry's protobuf definitions" 0 "$(field invalid)"
 pf_eq "the trace crosses the API, the relay and the three worker roles" \
-	"payflow-api payflow-relay payflow-worker-invoice payflow-worker-payment payflow-worker-postprocess" "$(field services)"
+	"payflow-api payflow-relay payflow-worker-invoice payflow-worker-payment payflow-worker-postprocess payflow-worker-webhook" \
+	"$(field services)"
 pf_eq "every parent a span names is in the trace (or is the caller's span)" 0 "$(field orphans)"
 pf_eq "each request span is the caller's child, its tracestate kept" "$N $N" "$(field api_requests)"
 pf_eq "each operation: request -> submit -> publish -> attempt, for each of its three steps" "$N" "$(field chains)"
@@ -221,6 +258,9 @@ pf_eq "the retried payment shows two attempt spans" 2 "$(field retried)"
 pf_ok "... the first one's legacy statement marked as an error" test "$(field retry_error)" -ge 1
 pf_eq "the relay's batches link to every publish span" "$(field publish)" "$(field batch_links)"
 pf_ok "OTEL_RESOURCE_ATTRIBUTES is on the spans" test "$(field resource)" -gt 0
+pf_eq "each operation's webhook delivery is an attempt with its POST, in the operation's trace" "$N" "$(field webhooks)"
+pf_ok "the invoice worker's spans carry its ECS task's attributes, from the metadata endpoint" \
+	test "$(field ecs)" -gt 0 -a "$(field ecs)" = "$(field ecs_of)"
 pf_eq "no span holds the card number or the API key" 0 "$(field leaks)"
 grep -q '"heartbeat"' "$SPANS" && say "heartbeats recorded as span events" || say "no heartbeat fell within a step (short calls)"
 
@@ -247,13 +287,13 @@ receiver POST /_mode '{"mode":"ok"}' >/dev/null
 
 # ---- the processes stop in time, a hung collector or not ----
 receiver POST /_mode '{"mode":"hang"}' >/dev/null
-for name in api relay payment postprocess invoice; do
+for name in api relay payment postprocess invoice webhook; do
 	pid_var="PID_$name"
 	kill -TERM "${!pid_var}"
 done
 stopped() {
 	local name pid_var
-	for name in api relay payment postprocess invoice; do
+	for name in api relay payment postprocess invoice webhook; do
 		pid_var="PID_$name"
 		kill -0 "${!pid_var}" 2>/dev/null && return 1
 	done

@@ -56,7 +56,7 @@ static struct
 	int			delay_ms;
 	int			max_queue;
 	int			max_batch;
-	json_t	   *resource;		/* the resource's attributes, a KeyValue array */
+	json_t	   *resource;		/* the resource's attributes: an object of strings */
 
 	/* the queue: a ring of span objects */
 	char	  **queue;			/* each span's OTLP/JSON text */
@@ -167,36 +167,6 @@ each_pair(const char *list, void (*take) (const char *key, const char *value, vo
 	free(copy);
 }
 
-/*
- * Built member by member: a span holds a dozen of these, and json_pack
- * parses its format at every call (tracing.sh's bench: the spans are what
- * tracing costs the edge processes).
- */
-static json_t *
-key_value(const char *key, json_t *value)
-{
-	json_t	   *kv = json_object();
-
-	json_object_set_new(kv, "key", json_string(key));
-	json_object_set_new(kv, "value", value);
-	return kv;
-}
-
-static json_t *
-typed_value(const char *type, json_t *value)
-{
-	json_t	   *v = json_object();
-
-	json_object_set_new(v, type, value);
-	return v;
-}
-
-static json_t *
-string_value(const char *s)
-{
-	return typed_value("stringValue", json_string(s));
-}
-
 static void
 take_header(const char *key, const char *value, void *arg)
 {
@@ -216,30 +186,6 @@ take_attribute(const char *key, const char *value, void *arg)
 	json_t	   *attrs = arg;
 
 	json_object_set_new(attrs, key, json_string(value));
-}
-
-/* the OTLP KeyValue list of an object of strings */
-static json_t *
-key_values(json_t *obj)
-{
-	json_t	   *list = json_array();
-	const char *key;
-	json_t	   *value;
-
-	json_object_foreach(obj, key, value)
-	{
-		if (json_is_string(value))
-			json_array_append_new(list, key_value(key, string_value(json_string_value(value))));
-		else if (json_is_integer(value))
-		{
-			char		text[24];
-
-			/* int64 is a string in OTLP's JSON (proto3's mapping) */
-			snprintf(text, sizeof(text), "%lld", (long long) json_integer_value(value));
-			json_array_append_new(list, key_value(key, json_pack("{s:s}", "intValue", text)));
-		}
-	}
-	return list;
 }
 
 static void
@@ -453,6 +399,28 @@ append_attribute(pf_buf *list, const char *key, const char *type, const char *va
 	APPEND_LIT(list, "}}");
 }
 
+/* an object's string and integer members, as append_attribute's */
+static void
+append_attributes(pf_buf *list, json_t *obj)
+{
+	const char *key;
+	json_t	   *value;
+
+	json_object_foreach(obj, key, value)
+	{
+		char		text[24];
+
+		if (json_is_string(value))
+			append_attribute(list, key, "stringValue", json_string_value(value), true);
+		else if (json_is_integer(value))
+		{
+			/* int64 is a string in OTLP's JSON (proto3's mapping) */
+			snprintf(text, sizeof(text), "%lld", (long long) json_integer_value(value));
+			append_attribute(list, key, "intValue", text, true);
+		}
+	}
+}
+
 void
 pf_span_set_str(pf_span *span, const char *key, const char *value)
 {
@@ -484,26 +452,13 @@ pf_span_add_event(pf_span *span, const char *name, json_t *attributes)
 {
 	char		at[32];
 	pf_buf		list = PF_BUF_INIT;
-	const char *key;
-	json_t	   *value;
 
 	if (!span->recording)
 	{
 		json_decref(attributes);
 		return;
 	}
-	json_object_foreach(attributes, key, value)
-	{
-		char		text[24];
-
-		if (json_is_string(value))
-			append_attribute(&list, key, "stringValue", json_string_value(value), true);
-		else if (json_is_integer(value))
-		{
-			snprintf(text, sizeof(text), "%lld", (long long) json_integer_value(value));
-			append_attribute(&list, key, "intValue", text, true);
-		}
-	}
+	append_attributes(&list, attributes);
 	json_decref(attributes);
 	now_nanos(at, sizeof(at));
 	if (span->events.len > 0)
@@ -752,24 +707,33 @@ export_batch(const char *head, const pf_buf *spans, int n, int64_t *fail_log_ms,
 static void *
 export_thread(void *arg)
 {
-	json_t	   *extra = arg;
+	json_t	   *ecs = json_object();
 	int64_t		fail_log_ms = 0;
 	bool		failing = false;
 	char	   *head;
 	char	  **taken = pf_calloc((size_t) tracer.max_batch, sizeof(char *));
 	pf_buf		batch = PF_BUF_INIT;
 
-	/* what every export starts with: the resource (ECS's attributes read once, here) and the scope */
-	add_ecs_attributes(tracer.http, extra);
-	json_array_extend(tracer.resource, key_values(extra));
-	json_decref(extra);
-	{
-		char	   *resource = json_dumps(tracer.resource, JSON_COMPACT);
-		pf_buf		h = PF_BUF_INIT;
+	(void) arg;
 
-		pf_buf_appendf(&h, "{\"resourceSpans\":[{\"resource\":{\"attributes\":%s},\"scopeSpans\":[{\"scope\":"
-					   "{\"name\":\"%s\",\"version\":\"%s\"},\"spans\":[", resource, TRACER_SCOPE, TRACER_VERSION);
-		free(resource);
+	/*
+	 * What every export starts with: the resource and the scope. ECS's
+	 * attributes are read once, here (not to hold up start-up); those the
+	 * settings name already keep the settings' value.
+	 */
+	add_ecs_attributes(tracer.http, ecs);
+	json_object_update_missing(tracer.resource, ecs);
+	json_decref(ecs);
+	{
+		pf_buf		h = PF_BUF_INIT;
+		pf_buf		list = PF_BUF_INIT; /* (a list of its own: commas go between its items) */
+
+		append_attributes(&list, tracer.resource);
+		APPEND_LIT(&h, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
+		pf_buf_append(&h, list.data, list.len);
+		pf_buf_free(&list);
+		pf_buf_appendf(&h, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"%s\",\"version\":\"%s\"},\"spans\":[",
+					   TRACER_SCOPE, TRACER_VERSION);
 		head = h.data;
 	}
 	tracer.dropped_log_ms = pf_now_ms();
@@ -903,15 +867,15 @@ pf_tracer_start(const char *default_service, json_t *resource)
 		each_pair(getenv("OTEL_RESOURCE_ATTRIBUTES"), take_attribute, attrs);
 	if (service)
 		json_object_set_new(attrs, "service.name", json_string(service));
-	tracer.resource = key_values(attrs);
-	json_object_clear(attrs);	/* what the thread adds (ECS) goes here */
+	tracer.resource = attrs;
 
 	tracer.http = pf_http_create();
 	tracer.on = true;
-	if (pthread_create(&tracer.thread, NULL, export_thread, attrs) != 0)
+	if (pthread_create(&tracer.thread, NULL, export_thread, NULL) != 0)
 	{
 		tracer.on = false;
-		json_decref(attrs);
+		json_decref(tracer.resource);
+		tracer.resource = NULL;
 		pf_log_error(NULL, "the span export thread did not start: tracing is off");
 		return;
 	}

@@ -257,8 +257,11 @@ struct api_request
 	details_scan scan;
 	bool		scanning;
 	const char *correlation_id;
-	pf_trace_context span;		/* this request's span (trace_context.h) */
-	pf_span		otel;			/* ... as exported (tracer.h): the API's routes only */
+	/*
+	 * This request's span (tracer.h): otel.ctx is what the logs and the
+	 * operation's trace name; exported for the API's routes only.
+	 */
+	pf_span		otel;
 	const char *tracestate;		/* the caller's, for this request's span */
 	const char *bad_path;		/* why the path cannot be decoded, or NULL */
 	bool		close_after;	/* the answer closes the connection */

@@ -314,7 +314,7 @@ api_post_payment(api_request *req)
 	}
 	to_s3 = ctx->s3_enabled && req->received > (size_t) ctx->cfg.api_s3_threshold;
 	/* the operation's spans are children of its submit's (trace_context.h) */
-	pf_span_begin(&submit, to_s3 ? "payflow.submit_ref" : "payflow.submit", PF_SPAN_CLIENT, &req->span);
+	pf_span_begin(&submit, to_s3 ? "payflow.submit_ref" : "payflow.submit", PF_SPAN_CLIENT, &req->otel.ctx);
 	pf_span_set_str(&submit, "db.system", "postgresql");
 	pf_traceparent_format(&submit.ctx, traceparent);
 
@@ -345,7 +345,7 @@ api_post_payment(api_request *req)
 			r = store_in_s3(req, &pb, key, sizeof(key), &err);
 			if (r != PF_OK)
 			{
-				pf_log_ids	ids = {NULL, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
+				pf_log_ids	ids = {NULL, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
 
 				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
 				payment_body_free(&pb);
@@ -396,7 +396,7 @@ api_post_payment(api_request *req)
 	{
 		const char *operation_id = PQgetvalue(res, 0, 0);
 		const char *status = PQgetisnull(res, 0, 1) ? "PENDING" : PQgetvalue(res, 0, 1);
-		pf_log_ids	ids = {operation_id, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
+		pf_log_ids	ids = {operation_id, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
 
 		pf_log_write(PF_LOG_INFO, &ids,
 					 json_pack("{s:s,s:s,s:I}", "paymentId", pb.payment_id, "store", to_s3 ? "s3" : "pg",

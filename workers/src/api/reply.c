@@ -266,7 +266,7 @@ enum MHD_Result
 api_reply_db_error(api_request *req, const pf_error *err)
 {
 	unsigned	status = api_status_for_sqlstate(err->code, err->result);
-	pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
+	pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
 
 	switch (status)
 	{

@@ -302,10 +302,9 @@ request_new(api_context *ctx, struct MHD_Connection *conn, const char *url, cons
 			pf_span_set_trace_state(&req->otel, req->tracestate);
 		pf_span_set_str(&req->otel, "http.request.method", method);
 		pf_span_set_str(&req->otel, "http.route", api_route_name(req->route));
-		req->span = req->otel.ctx;
 	}
 	else
-		pf_trace_context_continue(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), &req->span);
+		pf_trace_context_continue(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), &req->otel.ctx);
 	pthread_mutex_lock(&ctx->active_lock);
 	ctx->active++;
 	pthread_mutex_unlock(&ctx->active_lock);
@@ -516,7 +515,7 @@ api_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_R
 		api_metrics_record(req->route, req->status, req->seconds);
 		if (pf_log_enabled(PF_LOG_DEBUG) || req->status >= 500)
 		{
-			pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id, req->span.trace_id, req->span.span_id};
+			pf_log_ids	ids = {req->operation_id, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
 
 			pf_log_write(req->status >= 500 ? PF_LOG_WARN : PF_LOG_DEBUG, &ids,
 						 json_pack("{s:s,s:s,s:i,s:f,s:b}", "method", req->method, "route",

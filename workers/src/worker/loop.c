@@ -545,7 +545,7 @@ watchdog(worker *w, int64_t now)
 	{
 		job		   *j = w->held[i];
 		pf_log_ids	ids = {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL,
-		j->span.trace_id[0] ? j->span.trace_id : NULL, j->span.span_id[0] ? j->span.span_id : NULL};
+		j->otel.ctx.trace_id[0] ? j->otel.ctx.trace_id : NULL, j->otel.ctx.span_id[0] ? j->otel.ctx.span_id : NULL};
 
 		if (j->finished || j->ex == NULL || j->call_deadline_ms == 0 ||
 			now < j->call_deadline_ms + WATCHDOG_GRACE_MS)

@@ -251,7 +251,7 @@ db_span_begin(pf_span *span, const job *j, const char *function)
 	char		name[64];
 
 	snprintf(name, sizeof(name), "payflow.%s", function);
-	pf_span_begin(span, name, PF_SPAN_CLIENT, &j->span);
+	pf_span_begin(span, name, PF_SPAN_CLIENT, &j->otel.ctx);
 	pf_span_set_str(span, "db.system", "postgresql");
 	pf_span_set_str(span, "db.operation.name", function);
 }
@@ -300,7 +300,7 @@ bad_message(worker *w, job *j, const char *code, const char *why)
 	json_t	   *body = json_loadb(m->body, m->body_len, 0, NULL);
 	const char *op = json_string_value(json_object_get(body, "operationId"));
 	pf_log_ids	ids = {op && pf_operation_id_valid(op) ? op : NULL,
-	json_string_value(json_object_get(body, "eventId")), NULL, j->span.trace_id, j->span.span_id};
+	json_string_value(json_object_get(body, "eventId")), NULL, j->otel.ctx.trace_id, j->otel.ctx.span_id};
 
 	j->outcome = OUTCOME_LEAVE;
 	log_job(PF_LOG_WARN, &ids, j, json_pack("{s:s,s:i}", "code", code, "maxReceiveCount", max),
@@ -313,8 +313,8 @@ bad_message(worker *w, job *j, const char *code, const char *why)
 									  "receiveCount", m->receive_count);
 
 		/* where a person looks for it: the trace of the message's operation (or its own) */
-		if (j->span.trace_id[0])
-			json_object_set_new(error, "traceId", json_string(j->span.trace_id));
+		if (j->otel.ctx.trace_id[0])
+			json_object_set_new(error, "traceId", json_string(j->otel.ctx.trace_id));
 		pf_error	err;
 
 		pf_utf8_sanitize(text, strlen(text));
@@ -686,7 +686,7 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 	run.takeover = claim->takeover;
 	run.result_name = claim->result_name;
 	run.ids = *ids;
-	run.trace = &j->span;
+	run.trace = &j->otel.ctx;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
@@ -708,7 +708,7 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 		run.input_len = input.len;
 		/* the role's work (the legacy call, the invoice API, a hook): its calls are children */
 		snprintf(name, sizeof(name), "%s %s", w->role->name, w->role->step ? w->role->step : "step");
-		pf_span_begin(&call, name, PF_SPAN_INTERNAL, &j->span);
+		pf_span_begin(&call, name, PF_SPAN_INTERNAL, &j->otel.ctx);
 		run.trace = &call.ctx;
 		status = w->role->run(ex->role_thread, &run);
 		pf_span_set_str(&call, "payflow.outcome", status_class(status));
@@ -717,7 +717,7 @@ run_step(worker *w, executor *ex, job *j, const pf_event *ev, const step_claim *
 		if (status == STEP_RETRYABLE || status == STEP_PERMANENT)
 			pf_span_set_error(&call, status_class(status));
 		pf_span_end(&call);
-		run.trace = &j->span;
+		run.trace = &j->otel.ctx;
 		if (status == STEP_SUCCEEDED && !json_is_object(run.result))
 		{
 			json_decref(run.result);
@@ -758,9 +758,9 @@ handle_event(worker *w, executor *ex, job *j, const pf_event *ev)
 	run.ids.operation_id = ev->operation_id;
 	run.ids.event_id = ev->event_id;
 	run.ids.correlation_id = ev->correlation_id;
-	run.ids.trace_id = j->span.trace_id;
-	run.ids.span_id = j->span.span_id;
-	run.trace = &j->span;
+	run.ids.trace_id = j->otel.ctx.trace_id;
+	run.ids.span_id = j->otel.ctx.span_id;
+	run.trace = &j->otel.ctx;
 	run.w = w;
 	run.ex = ex;
 	run.job = j;
@@ -844,7 +844,6 @@ step_execute(worker *w, executor *ex, job *j)
 	 * when the message's outcome is known (step_attempt_span_end).
 	 */
 	pf_span_begin_text(&j->otel, w->role->name, PF_SPAN_CONSUMER, m->traceparent);
-	j->span = j->otel.ctx;
 	pf_span_set_str(&j->otel, "messaging.system", "aws_sqs");
 	pf_span_set_str(&j->otel, "messaging.destination.name", w->transport->queue_name);
 	pf_span_set_str(&j->otel, "messaging.message.id", m->id);
@@ -883,8 +882,8 @@ step_execute(worker *w, executor *ex, job *j)
 	ids.operation_id = ev.operation_id;
 	ids.event_id = ev.event_id;
 	ids.correlation_id = ev.correlation_id;
-	ids.trace_id = j->span.trace_id;
-	ids.span_id = j->span.span_id;
+	ids.trace_id = j->otel.ctx.trace_id;
+	ids.span_id = j->otel.ctx.span_id;
 
 	if (!claim_run_complete(w, j, &ids, &claim, &done))
 	{

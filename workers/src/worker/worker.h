@@ -339,10 +339,9 @@ struct job
 	char		operation_id[PF_OPERATION_ID_LEN + 1];
 	/*
 	 * This attempt's span, under the operation's trace (or a trace of its
-	 * own); otel is it as exported, which the heartbeat adds events to:
-	 * both under worker.lock once the step is claimed.
+	 * own): otel.ctx is what the logs and the attempt's calls name. The
+	 * heartbeat adds events to it: under worker.lock once it is claimed.
 	 */
-	pf_trace_context span;
 	pf_span		otel;
 	char		lease_key[DB_LEASE_KEY_LEN + 1];	/* db_lease_key: what heartbeats renew */
 	stop_reason stop;

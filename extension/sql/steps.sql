@@ -603,10 +603,12 @@ BEGIN
 	), x AS MATERIALIZED (
 		-- what the claim changes from, read without a lock: the update below
 		-- takes a row only if it still is so (a concurrent change re-checks it)
+		-- an index probe per item (= ANY): as a join with i, the generic plan
+		-- read every operation in flight (operations_open_idx) at each claim
 		SELECT o.id, o.status, d.ready_status, d.running_status, d.input_field, d.result_name
 		  FROM payflow.operations o
 		  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = p_step
-		 WHERE o.id IN (SELECT i.id FROM i) AND o.current_step = p_step AND o.terminal_at IS NULL
+		 WHERE o.id = ANY (p_operation_ids) AND o.current_step = p_step AND o.terminal_at IS NULL
 		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
 		   AND length(p_worker_id) BETWEEN 1 AND 200 AND p_lease_seconds BETWEEN 1 AND 86400
 		 ORDER BY o.id
@@ -657,13 +659,15 @@ BEGIN
 	  FROM c
 	  JOIN i ON i.id = c.operation_id
 	  -- _step_input as a join, for the same reason
+	  -- (OFFSET 0 keeps it a sub-select evaluated once a row: pulled up, the
+	  -- expression was copied to each of its five uses, five probes a row)
 	  CROSS JOIN LATERAL (
 		SELECT coalesce((SELECT sr.result_ref
 						   FROM payflow.step_results sr
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = c.pipeline_version
 														   AND rd.step_name = sr.step_name
 						  WHERE sr.operation_id = c.operation_id AND sr.result_ref IS NOT NULL
-						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref) inp
+						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref OFFSET 0) inp
 	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key';
 	-- (data-modifying CTEs run to completion whether or not they are read)
 END

@@ -13,6 +13,10 @@
 #   CUR single     the current version (CUR), the same single-item calls
 #   CUR batch      claim_steps + complete_steps of 10
 #
+# Then a worker's batch claim with a backlog in flight (claim_backlog.sql):
+# 1,000 and 20,000 operations open, planned on statistics taken before the
+# backlog, for 0.4.1 and the current version.
+#
 # Then the relay's claim after VACUUM of an empty outbox (outbox_vacuum.sql):
 # the time BENCH_STEP_OPS events take to drain in a session whose outbox_claim plan was
 # made for the truncated, empty table, beside a round with fresh statistics,
@@ -33,6 +37,7 @@
 # the whole pipeline.  Prints figures, never fails on them.
 #
 #   BENCH_STEP_OPS=2000  BENCH_STEP_ROUNDS=3  PF_BENCH_STEP_PGPORT=54367
+#   BENCH_STEP_BACKLOG_SMALL=1000  BENCH_STEP_BACKLOG_LARGE=20000
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/bench/lib.sh
@@ -101,6 +106,34 @@ for label in "${labels[@]}"; do
 	bench_result "step_engine_cpu_ms_$label" "${CPU[$label]}"
 done
 echo "(rounds: $(for l in "${labels[@]}"; do printf '%s [%s] ' "$l" "${CPU[$l]% }"; done))"
+
+# ---- a worker's batch claim with a backlog in flight (claim_backlog.sql):
+# milliseconds a claim_steps of ten with SMALL and LARGE operations open,
+# in a database made for each run, both versions, rounds interleaved.  The
+# aim: the same cost whatever the backlog.
+BACKLOG_SMALL=${BENCH_STEP_BACKLOG_SMALL:-1000}
+BACKLOG_LARGE=${BENCH_STEP_BACKLOG_LARGE:-20000}
+declare -A BACKLOG
+backlog_claim() {	# backlog_claim VERSION N: prints ms a batch
+	PGOPTIONS="-c client_min_messages=warning" pf_psql -d postgres -qc "DROP DATABASE IF EXISTS pf_backlog" \
+		-c "CREATE DATABASE pf_backlog" >/dev/null
+	pf_psql -d pf_backlog -qc "CREATE EXTENSION payflow VERSION '$1'" -c "SELECT payflow.purge()" >/dev/null
+	pf_psql -d pf_backlog -Atq -v n="$2" -f test/bench/claim_backlog.sql | tail -n 1
+}
+for round in $(seq 1 "$ROUNDS"); do
+	for case in $(bench_rotate "$round" "0.4.1:$BACKLOG_SMALL" "0.4.1:$BACKLOG_LARGE" "$cur:$BACKLOG_SMALL" "$cur:$BACKLOG_LARGE"); do
+		BACKLOG[$case]+="$(backlog_claim "${case%:*}" "${case#*:}") "
+	done
+done
+pf_psql -d postgres -qc "DROP DATABASE pf_backlog" >/dev/null
+echo "== a worker's claim_steps of ten with a backlog in flight, planned on statistics from before it (ms a batch)"
+printf '%-8s %16s %16s %12s\n' "" "$BACKLOG_SMALL open" "$BACKLOG_LARGE open" "large/small"
+for v in 0.4.1 "$cur"; do
+	small=$(bench_med "${BACKLOG[$v:$BACKLOG_SMALL]}")
+	large=$(bench_med "${BACKLOG[$v:$BACKLOG_LARGE]}")
+	printf '%-8s %16s %16s %12s\n' "$v" "$small" "$large" "$(bench_ratio "$large" "$small")"
+	bench_result "claim_backlog_ms_${v}_$BACKLOG_LARGE" "${BACKLOG[$v:$BACKLOG_LARGE]}"
+done
 
 # ---- the relay's claim after VACUUM, and while a snapshot is held
 # Each part drains with and without its condition (FLAG 1 and 0), for both

@@ -26,21 +26,22 @@ CREATE OR REPLACE FUNCTION payflow._event_body(p_event_id uuid, p_operation_id t
 							  'createdAt', payflow._iso(now())) || p_extra
 $$;
 
--- SQS message attributes of an event (no NULLs: SQS rejects empty values).
--- STABLE, as jsonb_build_object is: a SQL function declared IMMUTABLE over
--- a STABLE body is never inlined, and each call then starts an executor of
--- its own (13 us a call, four calls an operation, in the step-engine bench).
-CREATE OR REPLACE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text)
+-- SQS message attributes of an event (no NULLs: SQS rejects empty values),
+-- with the operation's trace (trace_context.sql), which its workers
+-- continue.  STABLE, as jsonb_build_object is: a SQL function declared
+-- IMMUTABLE over a STABLE body is never inlined, and each call then starts
+-- an executor of its own (13 us a call, four calls an operation, in the
+-- step-engine bench).  The caller reads the traceparent: a sub-select here
+-- would stop the inlining too (9 us a call).
+CREATE OR REPLACE FUNCTION payflow._event_attributes(p_operation_id text, p_correlation_id text, p_event_type text,
+													 p_traceparent text)
 	RETURNS jsonb
 	LANGUAGE sql STABLE
 	AS $$
 	SELECT jsonb_strip_nulls(jsonb_build_object('eventType', p_event_type,
 												'operationId', p_operation_id,
 												'correlationId', p_correlation_id,
-												-- the operation's trace, which its workers continue
-												-- (trace_context.sql): stored once, with the operation
-												'traceparent', (SELECT o.traceparent FROM payflow.operations o
-																 WHERE o.id = p_operation_id)))
+												'traceparent', p_traceparent))
 $$;
 
 -- The envelope fields of an event's body that the log keeps as columns
@@ -374,7 +375,9 @@ BEGIN
 		RETURNING u.event_id, u.destination, u.message_group_id, u.event_id::text,
 				  u.body::text,
 				  -- the attributes follow the body, so they can never tell another story
-				  payflow._event_attributes(u.operation_id, u.body ->> 'correlationId', u.event_type);
+				  payflow._event_attributes(u.operation_id, u.body ->> 'correlationId', u.event_type,
+											(SELECT o.traceparent FROM payflow.operations o
+											  WHERE o.id = u.operation_id));
 END
 $$;
 

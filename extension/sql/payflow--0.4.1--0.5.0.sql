@@ -319,6 +319,8 @@ REVOKE ALL ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_bat
 GRANT SELECT ON payflow.outbox_events, payflow.outbox_position, payflow.outbox_batches, payflow.outbox_published
 	TO payflow_admin;
 
+-- the attributes take the operation's trace from outbox_claim (issue 29)
+DROP FUNCTION payflow._event_attributes(text, text, text);
 --@@ include outbox.sql @@
 --@@ include partitions.sql @@
 --@@ include purge.sql @@
@@ -347,6 +349,7 @@ $partitions$;
 -- the console's dead letters name their trace (issue 29)
 --@@ include admin_dead_letters.sql @@
 REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
+	payflow._event_attributes(text, text, text, text),
 	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;
 
 -- Webhook secrets sealed at rest (issue 26, M5): the clear column goes.

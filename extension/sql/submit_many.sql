@@ -234,7 +234,8 @@ BEGIN
 				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user,
 				   it.priority, f.held_step, it.traceparent
 			  FROM it, f
-			 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
+			 -- (a sub-select: evaluated once, not once an item)
+			 WHERE (SELECT payflow._within_quota(v_tenant))	-- (tenant_quotas.sql)
 			 ORDER BY it.key COLLATE "C", it.i
 			ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 			RETURNING id, status, current_step, request_ref

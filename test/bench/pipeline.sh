@@ -495,6 +495,20 @@ if [ "$STATEMENTS" = 1 ]; then
 				FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 			   ORDER BY calls DESC LIMIT 25"
 		echo
+		# how full the workers' batches are (worker/batch.c): each statement
+		# pays a fixed start-up and, at its commit, a WAL flush
+		echo "$(bench_label "$f"): steps per worker statement (payment and invoice claim and complete, postprocess runs its hook):"
+		q -c "WITH s AS (SELECT sum(calls) FILTER (WHERE query LIKE '%FROM payflow.claim_steps(%') AS claims,
+								sum(calls) FILTER (WHERE query LIKE '%FROM payflow.complete_steps(\$1%') AS completions,
+								sum(calls) FILTER (WHERE query LIKE '%FROM payflow.run_hook_steps(%') AS hooks
+						   FROM pg_stat_statements
+						  WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())),
+				   o AS (SELECT count(*) AS n FROM payflow.operations WHERE status = 'COMPLETED')
+			  SELECT format('  claim_steps %s, complete_steps %s, run_hook_steps %s',
+							round(2 * o.n / nullif(s.claims, 0), 1), round(2 * o.n / nullif(s.completions, 0), 1),
+							round(o.n / nullif(s.hooks, 0), 1))
+			    FROM s, o"
+		echo
 		# plans made: one per session for a statement that keeps a generic
 		# plan, more when PostgreSQL keeps choosing custom plans (each call),
 		# and again after an ANALYZE of a table the plan reads

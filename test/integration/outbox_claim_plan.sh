@@ -23,11 +23,10 @@ db=pf_claim_plan
 work=$(mktemp -d)
 cleanup() {
 	rm -rf "$work"
-	pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+	pf_scratch_db_drop "$db"
 }
 trap cleanup EXIT
-pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
-pf_psql -d "$db" -qc "SET client_min_messages = warning" -c "CREATE EXTENSION payflow CASCADE" >/dev/null
+pf_scratch_db "$db"
 # Yesterday's traffic: 2,000 events through the outbox, so that its indexes
 # have grown (the group index, wider, more than the seq index: that is what
 # made the probe of the seq index look cheaper), then drained, ANALYZEd and

@@ -26,11 +26,10 @@ call_pid=
 cleanup() {
 	[ -z "$call_pid" ] || kill "$call_pid" 2>/dev/null || true
 	rm -rf "$work"
-	pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+	pf_scratch_db_drop "$db"
 }
 trap cleanup EXIT
-pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
-pf_psql -d "$db" -qc "SET client_min_messages = warning" -c "CREATE EXTENSION payflow CASCADE" >/dev/null
+pf_scratch_db "$db"
 
 # twelve seconds of passes, a nap of payflow.scheduler_naptime (1 s) between them:
 # the readings below take three, or more on a loaded machine (make check runs

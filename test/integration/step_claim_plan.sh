@@ -24,12 +24,11 @@ db=pf_step_claim_plan
 work=$(mktemp -d)
 cleanup() {
 	rm -rf "$work"
-	pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+	pf_scratch_db_drop "$db"
 }
 trap cleanup EXIT
-PGOPTIONS="-c client_min_messages=warning" pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
-pf_psql -d "$db" -qc "SET client_min_messages = warning" -c "CREATE EXTENSION payflow CASCADE" \
-	-c "SELECT payflow.purge()" >/dev/null
+pf_scratch_db "$db"
+pf_psql -d "$db" -qc "SELECT payflow.purge()" >/dev/null
 # The quiet hour: 500 operations, all ended, ANALYZEd; no autovacuum, so no
 # ANALYZE comes to the rescue later.
 pf_psql -d "$db" -Atq >/dev/null <<-'SQL'

@@ -70,6 +70,18 @@ pf_forget_leftovers() {
 		-c "DELETE FROM payflow.operations WHERE terminal_at IS NULL" >/dev/null
 }
 
+# A database of the test's own, with payflow installed (one left by a run
+# killed before its clean-up is dropped first; WITH (FORCE): a session the
+# test left behind), and its removal for the test's EXIT trap.
+pf_scratch_db() {
+	PGOPTIONS="-c client_min_messages=warning" pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" \
+		-c "CREATE DATABASE $1" >/dev/null
+	pf_psql -d "$1" -qc "SET client_min_messages = warning" -c "CREATE EXTENSION payflow CASCADE" >/dev/null
+}
+pf_scratch_db_drop() {
+	pf_psql -d postgres -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1 || true
+}
+
 pf_cluster_start() {
 	local data=$PF_CLUSTER_DIR/data
 	pf_reserve_test_ports

@@ -593,7 +593,18 @@ CREATE OR REPLACE FUNCTION payflow._claim_fast(p_step text, p_worker_id text, p_
 	SET enable_hashjoin = off
 	SET enable_mergejoin = off
 	AS $$
+DECLARE
+	-- byte-wise, as the column compares ids (tables.sql): the range must
+	-- hold every id of the batch in the column's own order
+	v_lo text COLLATE "C";
+	v_hi text COLLATE "C";
 BEGIN
+	-- The batch's id range: step_results (partitioned by operation_id, a
+	-- partition a day) is read within it too, so that the plan prunes the
+	-- other days' partitions as it starts.  Matched by a join alone, each
+	-- call set up a scan of every day kept: a claim or a completion cost
+	-- 10-13 % more with 7 days than with none (partitions.sql).
+	SELECT min(x COLLATE "C"), max(x COLLATE "C") INTO v_lo, v_hi FROM unnest(p_operation_ids) x;
 	RETURN QUERY
 	WITH i AS MATERIALIZED (
 		SELECT x.id, min(x.n)::integer AS n
@@ -667,6 +678,7 @@ BEGIN
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = c.pipeline_version
 														   AND rd.step_name = sr.step_name
 						  WHERE sr.operation_id = c.operation_id AND sr.result_ref IS NOT NULL
+							AND sr.operation_id BETWEEN v_lo AND v_hi
 						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref OFFSET 0) inp
 	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key';
 	-- (data-modifying CTEs run to completion whether or not they are read)
@@ -793,6 +805,8 @@ DECLARE
 	v_last boolean;
 	v_completed_event text;
 	v_bound boolean := payflow._step_bound(p_step);
+	v_lo text COLLATE "C";	-- (as _claim_fast's)
+	v_hi text COLLATE "C";
 BEGIN
 	-- The step as the newest version that has it defines it; operations of
 	-- older versions (in flight across a pipeline change) take the full path.
@@ -816,6 +830,9 @@ BEGIN
 	n := r.n;
 	v_last := n.step_name IS NULL;
 	v_completed_event := r.completed_event;
+	-- (as _claim_fast's: the other days' step_results partitions pruned)
+	SELECT min((e ->> 'operationId') COLLATE "C"), max((e ->> 'operationId') COLLATE "C") INTO v_lo, v_hi
+	  FROM jsonb_array_elements(p_items) e;
 	RETURN QUERY
 	WITH i AS MATERIALIZED (
 		SELECT DISTINCT ON (x.e ->> 'operationId')
@@ -836,6 +853,7 @@ BEGIN
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
 														   AND rd.step_name = sr.step_name
 						  WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL
+							AND sr.operation_id BETWEEN v_lo AND v_hi
 						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
 			   CASE WHEN d.result_name IS NOT NULL THEN

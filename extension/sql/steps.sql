@@ -680,7 +680,10 @@ BEGIN
 						  WHERE sr.operation_id = c.operation_id AND sr.result_ref IS NOT NULL
 							AND sr.operation_id BETWEEN v_lo AND v_hi
 						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref OFFSET 0) inp
-	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key';
+	  -- (within the batch's keys, every key of an operation lying in its own
+	  -- range, payloads.sql: the other days' partitions pruned as above)
+	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key'
+									  AND p.key >= payflow._payload_key(v_lo, '') AND p.key < payflow._payload_keys_end(v_hi);
 	-- (data-modifying CTEs run to completion whether or not they are read)
 END
 $$;
@@ -868,7 +871,8 @@ BEGIN
 		   AND octet_length(i.content) <= v_max_bytes
 		   AND (NOT v_last OR octet_length(i.result::text) <= 65536)
 		   AND (d.result_name IS NULL OR NOT EXISTS (
-				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)))
+				SELECT FROM payflow.payloads p WHERE p.key = payflow._payload_key(o.id, d.result_name)
+				   AND p.key >= payflow._payload_key(v_lo, '') AND p.key < payflow._payload_keys_end(v_hi)))
 		 ORDER BY o.id
 	), s AS (
 		-- one update per operation: the next step opens in the same row (the

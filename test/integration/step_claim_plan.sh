@@ -14,8 +14,8 @@
 # plans printed by auto_explain.  Checked: every read of operations is a
 # probe of the batch's ids (an Index Cond on id), no scan returns more
 # rows than a batch holds, no plan has a sequential scan, the step_results
-# partitions of three past days are pruned as the plan starts, and each
-# claim claimed its ten.
+# and payloads partitions of three past days are pruned as the plan
+# starts, and each claim claimed its ten.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
@@ -37,8 +37,8 @@ pf_psql -d "$db" -Atq >/dev/null <<-'SQL'
 	SELECT count(payflow._make_day_partition(p.parent, p.key_prefix, current_date - d))
 	  FROM payflow._day_partitioned() p, generate_series(2, 4) d;
 SQL
-past=$(pf_psql -d "$db" -Atqc "SELECT string_agg('step_results_d' || to_char(current_date - d, 'YYYYMMDD'), '|')
-								 FROM generate_series(2, 4) d")
+past=$(pf_psql -d "$db" -Atqc "SELECT string_agg(t || '_d' || to_char(current_date - d, 'YYYYMMDD'), '|')
+								 FROM generate_series(2, 4) d, unnest(ARRAY['step_results', 'payloads']) t")
 # The quiet hour: 500 operations, all ended, ANALYZEd; no autovacuum, so no
 # ANALYZE comes to the rescue later.
 pf_psql -d "$db" -Atq >/dev/null <<-'SQL'
@@ -107,9 +107,9 @@ pf_eq "no read of operations returns more rows than a batch holds" "" \
 	"$(grep -E 'Scan using operations_[a-z_]+ on operations o ' "$work/claim_plans.txt" |
 		grep -oE 'actual time=[0-9.]+\.\.[0-9.]+ rows=[0-9]+' | awk -F'rows=' '$2 > 10')"
 pf_eq "no claim plan has a sequential scan" 0 "$(grep -c 'Seq Scan' "$work/claim_plans.txt" || true)"
-pf_eq "no claim plan sets up a scan of a past day's step_results" 0 \
+pf_eq "no claim plan sets up a scan of a past day's step_results or payloads" 0 \
 	"$(grep -cE "on ($past) " "$work/claim_plans.txt" || true)"
-pf_ok "the claim plans prune the other days' step_results as they start" \
+pf_ok "the claim plans prune the other days' partitions as they start" \
 	grep -q 'Subplans Removed' "$work/claim_plans.txt"
 
 mapfile -t answers <"$work/claims.txt"

@@ -30,10 +30,11 @@
 -- Both wait at most lock_timeout_ms (100 ms) and are left for the next
 -- call when a long report or a dump holds the table: purge never queues
 -- the hot path behind a report for longer than that.  Partitions are made
--- a day ahead: each partition costs the hot path's statements some 1.3 %
--- of their CPU (their generic plans lock and open every partition), so no
--- more are kept than retention needs; a purge late by more than a day
--- loses nothing either (the rows wait in the default partition).
+-- a day ahead: a generic plan locks every partition (and opens those its
+-- start does not prune: claims and completions bound their reads by the
+-- batch's ids, steps.sql), so no more are kept than retention needs; a
+-- purge late by more than a day loses nothing either (the rows wait in the
+-- default partition).
 --
 -- A partition's indexes are copied from the default partition's when it
 -- is made: an index added to the default partition later is added to the

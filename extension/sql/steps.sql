@@ -833,7 +833,7 @@ BEGIN
 	n := r.n;
 	v_last := n.step_name IS NULL;
 	v_completed_event := r.completed_event;
-	-- (as _claim_fast's: the other days' step_results partitions pruned)
+	-- (as _claim_fast's: the other days' step_results and payloads pruned)
 	SELECT min((e ->> 'operationId') COLLATE "C"), max((e ->> 'operationId') COLLATE "C") INTO v_lo, v_hi
 	  FROM jsonb_array_elements(p_items) e;
 	RETURN QUERY

@@ -673,9 +673,12 @@ log_drops(int64_t now_ms)
 	tracer.dropped_log_ms = now_ms;
 }
 
-/* POSTs one batch (spans: their texts, comma-separated); false when the collector did not take it */
+/*
+ * POSTs one batch of n spans (their texts, which it frees) after head, the
+ * resource and scope; false when the collector did not take it.
+ */
 static bool
-export_batch(const char *head, const pf_buf *spans, int n, int64_t *fail_log_ms, bool *failing)
+export_batch(const char *head, char **spans, int n, int64_t *fail_log_ms, bool *failing)
 {
 	pf_buf		body = PF_BUF_INIT;
 	pf_http_request req;
@@ -683,7 +686,13 @@ export_batch(const char *head, const pf_buf *spans, int n, int64_t *fail_log_ms,
 	bool		ok;
 
 	pf_buf_append_str(&body, head);
-	pf_buf_append(&body, spans->data, spans->len);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			pf_buf_append_char(&body, ',');
+		pf_buf_append_str(&body, spans[i]);
+		free(spans[i]);
+	}
 	pf_buf_append_str(&body, "]}]}]}");
 	pf_http_request_init(&req, "POST", tracer.url);
 	for (struct curl_slist *h = tracer.headers; h; h = h->next)
@@ -712,7 +721,6 @@ export_thread(void *arg)
 	bool		failing = false;
 	char	   *head;
 	char	  **taken = pf_calloc((size_t) tracer.max_batch, sizeof(char *));
-	pf_buf		batch = PF_BUF_INIT;
 
 	(void) arg;
 
@@ -776,15 +784,7 @@ export_thread(void *arg)
 		tracer.exporting = true;
 		pthread_mutex_unlock(&tracer.lock);
 
-		pf_buf_reset(&batch);
-		for (int i = 0; i < n; i++)
-		{
-			if (i > 0)
-				pf_buf_append_char(&batch, ',');
-			pf_buf_append_str(&batch, taken[i]);
-			free(taken[i]);
-		}
-		ok = export_batch(head, &batch, n, &fail_log_ms, &failing);
+		ok = export_batch(head, taken, n, &fail_log_ms, &failing);
 
 		pthread_mutex_lock(&tracer.lock);
 		tracer.exporting = false;
@@ -798,7 +798,6 @@ export_thread(void *arg)
 		pthread_mutex_lock(&tracer.lock);
 	}
 	pthread_mutex_unlock(&tracer.lock);
-	pf_buf_free(&batch);
 	free(taken);
 	free(head);
 	return NULL;

@@ -603,7 +603,7 @@ BEGIN
 	-- partition a day) is read within it too, so that the plan prunes the
 	-- other days' partitions as it starts.  Matched by a join alone, each
 	-- call set up a scan of every day kept: a claim or a completion cost
-	-- 10-13 % more with 7 days than with none (partitions.sql).
+	-- 10-13 % more with 7 days than with none (test/bench/README.md).
 	SELECT min(x COLLATE "C"), max(x COLLATE "C") INTO v_lo, v_hi FROM unnest(p_operation_ids) x;
 	RETURN QUERY
 	WITH i AS MATERIALIZED (

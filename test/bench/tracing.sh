@@ -23,6 +23,7 @@ source test/bench/lib.sh
 export PF_PGPORT=${PF_BENCH_TRACING_PGPORT:-54352} PF_FLAVOUR=c
 export PF_CLUSTER_DIR=/tmp/payflow-bench-tracing-$PF_PGPORT
 source test/lib/cluster.sh
+source test/lib/roles_env.sh
 source test/lib/proc.sh
 source test/lib/assert.sh
 source test/bench/cost.sh
@@ -64,12 +65,7 @@ queue_url() { echo "$PAYFLOW_QUEUE_URLS" | tr ',' '\n' | sed -n "s/^$1=//p"; }
 export PAYFLOW_INVOICE_API_PORT=$((PORT + 2)) PAYFLOW_INVOICE_API_RUN_DIR=$DIR/invoice-api
 eval "$(test/fixtures/invoice-api/start.sh 2>"$DIR/invoice-api-start.log")"
 export PAYFLOW_INVOICE_URL
-export PAYFLOW_LEGACY_ODBC
-PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh 2>"$DIR/legacy-setup.log")
-export PAYFLOW_DATABASE_URL="postgresql://postgres@127.0.0.1:$PF_PGPORT/$PF_DB"
-export PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)'
-export PAYFLOW_LEGACY_LOOKUP='SELECT * FROM lookup_charge(:idempotency_key, :payment_id)'
-export PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)'
+pf_roles_env "$DIR"
 export PAYFLOW_LOG_LEVEL=warn PAYFLOW_POLL_INTERVAL_MS=200 PAYFLOW_CONCURRENCY=16
 
 test/otel/install.sh

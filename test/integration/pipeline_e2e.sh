@@ -32,6 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 source test/lib/cluster.sh
+source test/lib/roles_env.sh
 source test/lib/assert.sh
 source test/lib/proc.sh
 
@@ -103,12 +104,7 @@ api() {
 }
 api POST /_reset >/dev/null
 
-export PAYFLOW_LEGACY_ODBC
-PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh 2>"$DIR/legacy-setup.log")
-export PAYFLOW_DATABASE_URL="postgresql://postgres@127.0.0.1:$PF_PGPORT/$PF_DB"
-export PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)'
-export PAYFLOW_LEGACY_LOOKUP='SELECT * FROM lookup_charge(:idempotency_key, :payment_id)'
-export PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)'
+pf_roles_env "$DIR"
 export PAYFLOW_LOG_LEVEL=info PAYFLOW_POLL_INTERVAL_MS=200 PAYFLOW_VISIBILITY_TIMEOUT=10
 export PAYFLOW_CONCURRENCY=16 PAYFLOW_INVOICE_TIMEOUT_MS=2000
 

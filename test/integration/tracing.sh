@@ -28,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source test/lib/cluster.sh
+source test/lib/roles_env.sh
 source test/lib/assert.sh
 source test/lib/proc.sh
 
@@ -114,12 +115,7 @@ createServer((req, res) => {
 }).listen(Number(process.argv[2]), "127.0.0.1");
 JS
 start ecs node "$DIR/ecs-metadata.mjs" "$ECS_PORT"
-export PAYFLOW_LEGACY_ODBC
-PAYFLOW_LEGACY_ODBC=$(test/fixtures/legacy/setup.sh 2>"$DIR/legacy-setup.log")
-export PAYFLOW_DATABASE_URL="postgresql://postgres@127.0.0.1:$PF_PGPORT/$PF_DB"
-export PAYFLOW_LEGACY_CALL='SELECT * FROM charge(:idempotency_key, :payment_id, :details.amount, :details.currency)'
-export PAYFLOW_LEGACY_LOOKUP='SELECT * FROM lookup_charge(:idempotency_key, :payment_id)'
-export PAYFLOW_POSTPROCESS_FUNCTION='payflow.default_postprocess(text,jsonb)'
+pf_roles_env "$DIR"
 export PAYFLOW_LOG_LEVEL=info PAYFLOW_POLL_INTERVAL_MS=200 PAYFLOW_VISIBILITY_TIMEOUT=4
 # the standard variables; batches every 200 ms, a collector's answer awaited 1 s
 export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_PORT OTEL_EXPORTER_OTLP_PROTOCOL=http/json

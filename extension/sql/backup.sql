@@ -54,6 +54,7 @@ BEGIN
 			('payflow.step_breaker_events', ''),
 			('payflow.tenant_quotas', ''),
 			('payflow.outbox_events', ''),
+			('payflow.outbox_events_default', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),
 			('payflow.outbox_position', ''),

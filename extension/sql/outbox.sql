@@ -457,9 +457,9 @@ $$;
 -- PF008 unless payflow published this event of this operation to
 -- operation-events with this body (compared as JSON, so formatting does
 -- not matter): a row of the log (kept as long as its operation, see
--- purge; the body's eventId, which a webhook replay sends again under a
--- new event id), or of operation_events for an event published before
--- 0.5.0.
+-- purge and partitions.sql; its callers check the operation is there; the
+-- body's eventId, which a webhook replay sends again under a new event
+-- id), or of operation_events for an event published before 0.5.0.
 CREATE OR REPLACE FUNCTION payflow._require_published(p_event_id uuid, p_operation_id text, p_body text) RETURNS void
 	LANGUAGE plpgsql STABLE
 	AS $$
@@ -473,7 +473,7 @@ BEGIN
 	END;
 	-- the body names the event: a log row with that body is that event
 	IF v_body IS NULL OR v_body ->> 'eventId' IS DISTINCT FROM p_event_id::text OR NOT (
-		EXISTS (SELECT FROM payflow.outbox_events e		-- outbox_events_operation_idx
+		EXISTS (SELECT FROM payflow.outbox_events e		-- by operation: one partition's index
 				 WHERE e.operation_id = p_operation_id AND e.destination = 'operation-events'
 				   AND payflow._outbox_event_body(e) = v_body)
 		OR EXISTS (SELECT FROM payflow.operation_events e

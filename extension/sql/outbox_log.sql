@@ -5,7 +5,7 @@
 -- definitions.
 
 CREATE TABLE payflow.outbox_events (
-	seq bigint PRIMARY KEY,
+	seq bigint NOT NULL,
 	event_id uuid NOT NULL,
 	operation_id text COLLATE "C" NOT NULL,
 	event_type text NOT NULL,
@@ -18,15 +18,24 @@ CREATE TABLE payflow.outbox_events (
 	-- whose envelope says something else (a replayed webhook event).
 	enveloped boolean NOT NULL DEFAULT false,
 	body jsonb NOT NULL
-) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
--- An operation's events, for the console (admin_operation).
-CREATE INDEX outbox_events_operation_idx ON payflow.outbox_events (operation_id);
+) PARTITION BY RANGE (operation_id);
+-- A partition a day, as the other rows of an operation (partitions.sql):
+-- an operation's events go with its day's partition, not one by one.  The
+-- indexes are the default partition's (copied to each day's), none on the
+-- parent (tables.sql's history_events says why).  A seq is unique across
+-- the partitions: each comes from payflow.outbox_seq_seq.
+CREATE TABLE payflow.outbox_events_default PARTITION OF payflow.outbox_events DEFAULT;
+ALTER TABLE payflow.outbox_events_default ADD PRIMARY KEY (seq);
+-- An operation's events, for the console (admin_operation) and the
+-- webhook check (_require_published).
+CREATE INDEX outbox_events_default_operation_idx ON payflow.outbox_events_default (operation_id);
 
 -- The durable copy of the cursor: every event below done_below was
 -- published or dead-lettered.  Written at most once a second by a cursor
 -- move; a rebuild of the outbox and purge start from it.  purged_below:
--- purge has deleted every log row below it but the terminal events, which
--- go with their operations, so that it never reads those again.  One row,
+-- purge has deleted every row of the log's default partition below it but
+-- the terminal events, which go with their operations, so that it never
+-- reads those again (the day partitions go whole, partitions.sql).  One row,
 -- made by the first move (not seeded: pg_dump keeps it, and a restore's
 -- CREATE EXTENSION would collide with a seeded copy).
 CREATE TABLE payflow.outbox_position (

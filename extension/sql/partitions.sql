@@ -1,7 +1,8 @@
 -- payflow: retention by partition (0.5.0, storage v2 phase 4).
 --
 -- The rows that hang off an operation -- step_results, step_attempts,
--- history_events, and payloads (by key: payments/<id>/...) -- are
+-- history_events, the outbox's log (outbox_events), and payloads (by key:
+-- payments/<id>/...) -- are
 -- partitioned by the day the operation was created.  An id is "pay_" and a
 -- ULID whose first ten characters are its creation time in milliseconds, so
 -- a UTC day's operations are a range of ids (_day_id_floor), and so are
@@ -74,7 +75,8 @@ CREATE OR REPLACE FUNCTION payflow._day_partitioned(OUT parent text, OUT key_pre
 	RETURNS SETOF record
 	LANGUAGE sql IMMUTABLE
 	AS $$
-	VALUES ('step_results', ''), ('step_attempts', ''), ('history_events', ''), ('payloads', 'payments/')
+	VALUES ('step_results', ''), ('step_attempts', ''), ('history_events', ''), ('payloads', 'payments/'),
+		   ('outbox_events', '')
 $$;
 
 -- The day partitions that exist, by their names (<parent>_dYYYYMMDD).
@@ -160,7 +162,8 @@ $$;
 -- retention_completed, if shorter) passed its end, keeping those of the
 -- operations that did not end COMPLETED or CANCELLED that long ago; its
 -- other rows once retention_completed passed its end and purge deleted
--- every operation of it past its retention.  Returns {"made", "dropped",
+-- every operation of it past its retention (and its outbox log once every
+-- event of it was published).  Returns {"made", "dropped",
 -- "rowsMoved", "busy"}: busy counts what a lock held by someone else put
 -- off to the next call.
 CREATE OR REPLACE FUNCTION payflow._purge_partitions(max_rows integer) RETURNS jsonb
@@ -211,6 +214,12 @@ BEGIN
 			CONTINUE WHEN EXISTS (SELECT FROM payflow.operations o
 								   WHERE o.id >= v_low AND o.id < v_high
 									 AND payflow._operation_past_retention(o.status, o.terminal_at));
+			-- an event not yet published stays in the log, which a rebuild
+			-- of the outbox reads (a relay down for days: the day waits)
+			CONTINUE WHEN t.parent = 'outbox_events'
+						  AND EXISTS (SELECT FROM payflow.outbox_events e
+									   WHERE e.operation_id >= v_low AND e.operation_id < v_high
+										 AND e.seq >= coalesce((SELECT p.done_below FROM payflow.outbox_position p), 0));
 			v_keep := ARRAY(SELECT o.id FROM payflow.operations o WHERE o.id >= v_low AND o.id < v_high
 							 LIMIT max_rows + 1);
 		END IF;

@@ -104,9 +104,11 @@ BEGIN
 	), del_events AS (
 		DELETE FROM payflow.operation_events c USING gone WHERE c.operation_id = gone.id
 	), del_log AS (
-		-- the log's terminal events (operation-events), kept with their
-		-- operation for the webhook check; long published by now
-		DELETE FROM payflow.outbox_events c USING gone
+		-- its events in the outbox log's default partition (those the pass
+		-- below did not take: its terminal event, kept with it for the
+		-- webhook check, and any moved there when its day was dropped);
+		-- long published by now
+		DELETE FROM payflow.outbox_events_default c USING gone
 		 WHERE c.operation_id = gone.id
 		   AND c.seq < (SELECT p.done_below FROM payflow.outbox_position p)
 	)
@@ -114,13 +116,16 @@ BEGIN
 
 	v_partitions := payflow._purge_partitions(max_rows);
 
-	-- The published log: whole batches, counted by their events; then the
-	-- events' log rows, once published (below outbox_position.done_below)
-	-- and as old, but for the terminal events (operation-events), which go
-	-- with their operation (above).  The log is read in seq order from
-	-- purged_below, up to the first row not old enough: the terminal events
-	-- left behind are not read again at each call (their number follows
-	-- retention_completed, not the work).
+	-- The published log: whole batches, counted by their events.  Then
+	-- the log rows of the outbox's default partition (the events of days
+	-- without a partition of their own, or of operations kept past their
+	-- day; a day's partition goes whole with its day, partitions.sql), once
+	-- published (below outbox_position.done_below) and as old, but for the
+	-- terminal events (operation-events), which go with their operation
+	-- (above).  It is read in seq order from purged_below, up to the first
+	-- row not old enough: the terminal events left behind are not read
+	-- again at each call (their number follows retention_completed, not
+	-- the work).
 	WITH gone AS (
 		DELETE FROM payflow.outbox_batches
 		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches
@@ -131,13 +136,13 @@ BEGIN
 	SELECT coalesce(sum(n), 0) INTO v_published FROM gone;
 	WITH span AS MATERIALIZED (
 		SELECT e.seq, e.destination, e.created_at < now() - payflow._seconds('retention_published') AS old
-		  FROM payflow.outbox_events e, payflow.outbox_position p
+		  FROM payflow.outbox_events_default e, payflow.outbox_position p
 		 WHERE e.seq >= p.purged_below AND e.seq < p.done_below
 		 ORDER BY e.seq LIMIT max_rows
 	), reach AS (
 		SELECT coalesce(min(s.seq) FILTER (WHERE NOT s.old), max(s.seq) + 1) AS below FROM span s
 	), gone AS (
-		DELETE FROM payflow.outbox_events e USING span s, reach r
+		DELETE FROM payflow.outbox_events_default e USING span s, reach r
 		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below AND s.destination <> 'operation-events'
 		RETURNING 1
 	), moved AS (

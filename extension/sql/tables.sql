@@ -252,8 +252,8 @@ INSERT INTO payflow.scheduler_sweep DEFAULT VALUES;
 --
 -- outbox_events (outbox_log.sql) is the log: one row per event, written
 -- once by the transaction that changes the operation, never updated,
--- deleted only by purge after payflow.retention_published.  It is the
--- durable record of what payflow emitted.
+-- partitioned by the operation's day and dropped with it (purge,
+-- partitions.sql).  It is the durable record of what payflow emitted.
 --
 -- outbox is the relays' work list: the events not yet published, with
 -- their claims, backoff and errors, which change at every claim, nack and

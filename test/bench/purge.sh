@@ -7,10 +7,10 @@
 # from submit to COMPLETED (test/bench/step_engine.sql, batches of 10),
 # moved to a day past retention_completed (test/bench/purge.sql), then
 # VACUUM, CHECKPOINT and purge() until it has no more.  Both include the
-# operations' own rows (a heap delete each) and their terminal events in
-# the outbox log, which go with them; not the log's other events, which
-# purge takes row by row an hour after they were sent (retention_published,
-# the outbox log's ring of partitions is still to come).  The aim: <= 0.2 KB of WAL per purged
+# operations' own rows (a heap delete each) and their events in the outbox
+# log (row by row: the terminal event with its operation, the others by
+# purge's pass over the published log; by day: with the day's
+# partitions).  The aim: <= 0.2 KB of WAL per purged
 # operation and <= 1 s whatever the volume.  Rounds interleaved, medians;
 # prints figures, never fails on them.
 #

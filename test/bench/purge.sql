@@ -27,11 +27,11 @@ UPDATE payflow.step_attempts t SET operation_id = m.new FROM moved m WHERE t.ope
 UPDATE payflow.history_events t SET operation_id = m.new FROM moved m WHERE t.operation_id = m.old;
 UPDATE payflow.payloads t SET operation_id = m.new, key = replace(t.key, m.old, m.new)
   FROM moved m WHERE t.operation_id = m.old;
-UPDATE payflow.outbox_events t SET operation_id = m.new FROM moved m WHERE t.operation_id = m.old;
--- purge's pass over the published log took their other events an hour
--- after they were sent (retention_published), days ago: only the terminal
--- events (operation-events, for the webhook check) wait for the operation
-DELETE FROM payflow.outbox_events t USING moved m WHERE t.operation_id = m.new AND t.destination <> 'operation-events';
+UPDATE payflow.outbox_events t SET operation_id = m.new, created_at = :'day'::date + time '12:05'
+  FROM moved m WHERE t.operation_id = m.old;
+-- the relays published them days ago
+INSERT INTO payflow.outbox_position (done_below) SELECT max(seq) + 1 FROM payflow.outbox_events
+ON CONFLICT (id) DO UPDATE SET done_below = greatest(excluded.done_below, payflow.outbox_position.done_below);
 VACUUM ANALYZE payflow.operations;
 VACUUM ANALYZE payflow.step_results;
 VACUUM ANALYZE payflow.payloads;

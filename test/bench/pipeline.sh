@@ -45,6 +45,9 @@
 #                   BENCH_PIPELINE_SECONDS, the same rate for both:
 #                   submit -> COMPLETED p50/p95/p99, and where the time goes
 #                   (per step)
+#   snapshot held   the C flavour's steady load again, with and without a
+#                   report holding a REPEATABLE READ snapshot throughout
+#                   (test/bench/pipeline_snapshot.sh; 0 seconds skips it)
 #   autovacuum      every run logged (log_autovacuum_min_duration = 0); the
 #                   cost table's detail gives the CPU its log reports per
 #                   operation, by table (part of the PostgreSQL CPU)
@@ -55,6 +58,7 @@
 #
 #   BENCH_PIPELINE_OPS=2000  BENCH_PIPELINE_SECONDS=20  BENCH_PIPELINE_CONCURRENCY=16
 #   BENCH_PIPELINE_ROUNDS=3  BENCH_FLAVOURS="c sql"  BENCH_PIPELINE_SUBMIT_SECONDS=5
+#   BENCH_PIPELINE_SNAPSHOT_SECONDS=60  BENCH_PIPELINE_SNAPSHOT_ROUNDS=2
 #   BENCH_PIPELINE_PEERS="graphile-worker pg-boss" ("" for none)  BENCH_PIPELINE_PEER_PORT=4710 (and +1)
 #   BENCH_PIPELINE_STATEMENTS=1   pg_stat_statements loaded (track = all,
 #                                 track_planning): the statements per operation,
@@ -378,6 +382,13 @@ for f in $(bench_order 1); do
 			  FROM t WHERE prev IS NOT NULL GROUP BY to_status) s")
 done
 
+# ---- a report holding its snapshot (issue 25) ----
+source test/bench/pipeline_snapshot.sh
+snapshot_out=
+if bench_has c && [ "$SNAPSHOT_SECONDS" -gt 0 ]; then
+	snapshot_out=$(snapshot_section)
+fi
+
 use c
 echo "payflow pipeline bench: PostgreSQL $(q -c 'SHOW server_version'), $(nproc) cores, synchronous_commit=$(q -c 'SHOW synchronous_commit');"
 echo "relay + one worker per role (concurrency $CONCURRENCY), SQS emulator, legacy DBMS over psqlODBC and invoice API with no latency;"
@@ -418,6 +429,7 @@ for f in $BENCH_FLAVOURS; do
 	bench_result "$f.burst" "${burst_rate[$f]}"
 done
 echo
+[ -z "$snapshot_out" ] || printf '%s\n\n' "$snapshot_out"
 if bench_has sql && bench_has c; then
 	bench_compare_header "C-free flavour vs C"
 	bench_compare_row "end to end, burst of $OPS, operations/s" "${burst_rate[c]}" "${burst_rate[sql]}"

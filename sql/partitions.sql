@@ -147,7 +147,38 @@ SELECT count(*) AS members FROM payflow._day_partitions() p
   JOIN pg_depend d ON d.objid = ('payflow.' || p.name)::regclass AND d.deptype = 'e';
 SELECT NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'payflow')
 	   OR (SELECT count(*) FROM pg_extension x, unnest(x.extconfig) c
-			WHERE x.extname = 'payflow' AND c::regclass::text ~ '_default$') = 5 AS defaults_dumped;
+			WHERE x.extname = 'payflow' AND c::regclass::text ~ '_default$') = 6 AS defaults_dumped;
+
+-- The published batches have a partition an hour: purge makes this hour's
+-- and the next one's (one transaction: its now() is purge's), where a
+-- batch published now goes.
+BEGIN;
+SELECT p -> 'partitions' -> 'busy' AS busy FROM payflow.purge() p;
+SELECT count(*) AS hours_ahead FROM payflow._hour_partitions()
+ WHERE hour IN (date_trunc('hour', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+				date_trunc('hour', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 hour');
+INSERT INTO payflow.outbox_batches (first_seq, last_seq, seqs, message_ids)
+VALUES (-1, -1, '{-1}', '{m-now}') RETURNING tableoid::regclass::text ~ '^payflow.outbox_batches_h[0-9]{10}$' AS in_its_hour;
+COMMIT;
+-- An hour whose end is past retention_published goes whole, its events
+-- counted; a batch of an hour without a partition waits in the default
+-- partition, and goes row by row.
+SELECT payflow._make_hour_partition(now() - interval '3 hours') AS made,
+	   payflow._make_hour_partition(now() - interval '3 hours') AS again;
+INSERT INTO payflow.outbox_batches (published_at, first_seq, last_seq, seqs, message_ids)
+VALUES (now() - interval '3 hours', -3, -2, '{-3,-2}', '{m-3a,m-3b}'),
+	   (now() - interval '5 hours', -5, -5, '{-5}', '{m-5}');
+SELECT message_ids[1] AS batch, regexp_replace(tableoid::regclass::text, '_h[0-9]{10}$', '_h<hour>') AS partition
+  FROM payflow.outbox_batches WHERE first_seq < 0 ORDER BY first_seq;
+-- (no partition is made for an hour whose batches wait in the default
+-- partition: moving them in would hold the relays' acks meanwhile)
+SELECT payflow._make_hour_partition(now() - interval '5 hours') AS made_over_waiting_batches;
+SELECT p -> 'partitions' -> 'publishedHours' -> 'dropped' AS hours_dropped,
+	   p -> 'partitions' -> 'publishedHours' -> 'events' AS their_events, p -> 'publishedEvents' AS published
+  FROM payflow.purge() p;
+SELECT string_agg(message_ids[1], ', ' ORDER BY first_seq) AS batches_left FROM payflow.outbox_batches WHERE first_seq < 0;
+SELECT count(*) AS old_hours FROM payflow._hour_partitions() WHERE hour < now() - interval '2 hours';
+DELETE FROM payflow.outbox_batches WHERE first_seq < 0;
 -- metrics() tells whether purge keeps the partitions made, and how many
 -- rows wait in the default partitions (the planner's figure: exact after
 -- an ANALYZE of tables this small)

@@ -57,6 +57,7 @@ BEGIN
 			('payflow.outbox_events_default', ''),
 			('payflow.outbox', ''),
 			('payflow.outbox_batches', ''),
+			('payflow.outbox_batches_default', ''),
 			('payflow.outbox_position', ''),
 			('payflow.outbox_seq_seq', ''),
 			('payflow.payloads', ''),

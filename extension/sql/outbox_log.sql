@@ -47,21 +47,25 @@ CREATE TABLE payflow.outbox_position (
 
 -- What SQS accepted: one row per ack (a relay acks what one or a few
 -- SendMessageBatch calls accepted), the events' seqs and their SQS message
--- ids in the same order.  Append-only, pruned by purge after
--- payflow.retention_published; the view outbox_published shows it an
--- event a row, as 0.4's table of that name was.
+-- ids in the same order.  Append-only, a partition an hour, dropped by
+-- purge once payflow.retention_published passed its end
+-- (partitions.sql); the view outbox_published shows it an event a row, as
+-- 0.4's table of that name was.
 CREATE TABLE payflow.outbox_batches (
 	published_at timestamptz NOT NULL DEFAULT now(),
 	first_seq bigint NOT NULL,
 	last_seq bigint NOT NULL,
 	seqs bigint[] NOT NULL,
 	message_ids text[] NOT NULL
-) WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
+) PARTITION BY RANGE (published_at);
+CREATE TABLE payflow.outbox_batches_default PARTITION OF payflow.outbox_batches DEFAULT
+	WITH (autovacuum_vacuum_insert_scale_factor = 0.05);
 -- Batches are written in about seq and time order: block ranges suffice
--- for purge (published_at), a rebuild (last_seq) and the console's lookup
--- of an event's batch (both seqs), at almost no cost per row.
-CREATE INDEX outbox_batches_at_idx ON payflow.outbox_batches USING brin (published_at);
-CREATE INDEX outbox_batches_seq_idx ON payflow.outbox_batches USING brin (first_seq, last_seq);
+-- for purge (published_at, in the default partition), a rebuild
+-- (last_seq) and the console's lookup of an event's batch (both seqs), at
+-- almost no cost per row.  Copied to each hour's partition.
+CREATE INDEX outbox_batches_default_at_idx ON payflow.outbox_batches_default USING brin (published_at);
+CREATE INDEX outbox_batches_default_seq_idx ON payflow.outbox_batches_default USING brin (first_seq, last_seq);
 
 -- The published events with their SQS message ids, a row each (0.4's
 -- table of that name, now derived from the batches and the log).

@@ -93,48 +93,98 @@ CREATE OR REPLACE FUNCTION payflow._day_partitions(OUT parent text, OUT day date
 	 WHERE c.relname ~ ('^' || t.parent || '_d[0-9]{8}$')
 $$;
 
--- Makes one day's partition of a parent, moving in the rows of that day
--- the default partition holds.  False when it exists already.
-CREATE OR REPLACE FUNCTION payflow._make_day_partition(p_parent text, p_key_prefix text, p_day date)
+-- Makes a partition of a parent for the key range [p_low, p_high) (as
+-- literals of the key's type), moving in the rows of that range the
+-- default partition holds.  False when it exists already.
+CREATE OR REPLACE FUNCTION payflow._make_partition(p_parent text, p_name text, p_key text, p_low text, p_high text)
 	RETURNS boolean
 	LANGUAGE plpgsql
 	AS $$
-DECLARE
-	v_name text := format('%s_d%s', p_parent, to_char(p_day, 'YYYYMMDD'));
-	v_key text := CASE WHEN p_key_prefix = '' THEN 'operation_id' ELSE 'key' END;
-	v_low text := p_key_prefix || payflow._day_id_floor(p_day);
-	v_high text := p_key_prefix || payflow._day_id_floor(p_day + 1);
 BEGIN
-	IF to_regclass(format('payflow.%I', v_name)) IS NOT NULL THEN
+	IF to_regclass(format('payflow.%I', p_name)) IS NOT NULL THEN
 		RETURN false;
 	END IF;
 	-- the default partition's indexes: the parent has none (tables.sql)
 	EXECUTE format('CREATE TABLE payflow.%I (LIKE payflow.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING INDEXES)',
-				   v_name, p_parent || '_default');
+				   p_name, p_parent || '_default');
 	-- the parent's owner's, whoever makes it: purge (SECURITY DEFINER, as
 	-- the owner) drops it later
-	EXECUTE format('ALTER TABLE payflow.%I OWNER TO %I', v_name,
+	EXECUTE format('ALTER TABLE payflow.%I OWNER TO %I', p_name,
 				   (SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c
 					 WHERE c.oid = ('payflow.' || p_parent)::regclass));
 	-- ATTACH scans the default partition for rows of the new range and
 	-- fails if it finds one: move them first, under the lock ATTACH takes.
 	-- Writers of the table wait meanwhile (SHARE ROW EXCLUSIVE on the
-	-- parent, a few milliseconds a day): one that had routed a row of
-	-- this day to the default partition before the ATTACH would fail its
-	-- partition check after it (isolation spec partition_races).
+	-- parent, a few milliseconds a partition): one that had routed a row
+	-- of this range to the default partition before the ATTACH would fail
+	-- its partition check after it (isolation spec partition_races).
 	EXECUTE format('LOCK TABLE payflow.%I IN SHARE ROW EXCLUSIVE MODE', p_parent);
 	EXECUTE format('LOCK TABLE payflow.%I IN ACCESS EXCLUSIVE MODE', p_parent || '_default');
-	EXECUTE format('WITH moved AS (DELETE FROM payflow.%1$I WHERE %2$I >= $1 AND %2$I < $2 RETURNING *)'
-				   ' INSERT INTO payflow.%3$I SELECT * FROM moved', p_parent || '_default', v_key, v_name)
-		USING v_low, v_high;
+	EXECUTE format('WITH moved AS (DELETE FROM payflow.%1$I WHERE %2$I >= %4$L AND %2$I < %5$L RETURNING *)'
+				   ' INSERT INTO payflow.%3$I SELECT * FROM moved', p_parent || '_default', p_key, p_name, p_low, p_high);
 	EXECUTE format('ALTER TABLE payflow.%I ATTACH PARTITION payflow.%I FOR VALUES FROM (%L) TO (%L)',
-				   p_parent, v_name, v_low, v_high);
+				   p_parent, p_name, p_low, p_high);
 	RETURN true;
 END
 $$;
 
+-- Makes one day's partition of a parent (<parent>_dYYYYMMDD).
+CREATE OR REPLACE FUNCTION payflow._make_day_partition(p_parent text, p_key_prefix text, p_day date)
+	RETURNS boolean
+	LANGUAGE plpgsql
+	AS $$
+BEGIN
+	RETURN payflow._make_partition(p_parent, format('%s_d%s', p_parent, to_char(p_day, 'YYYYMMDD')),
+								   CASE WHEN p_key_prefix = '' THEN 'operation_id' ELSE 'key' END,
+								   p_key_prefix || payflow._day_id_floor(p_day),
+								   p_key_prefix || payflow._day_id_floor(p_day + 1));
+END
+$$;
+
+-- The published batches (outbox_batches) have a partition an hour of
+-- their published_at, UTC (outbox_batches_hYYYYMMDDHH): purge makes this
+-- hour's and the next one's and drops an hour whole once
+-- retention_published passed its end.  A batch of an hour without a
+-- partition (purge not running) waits in the default partition, which
+-- purge empties row by row.  An hour, not a day: the batches are kept
+-- retention_published (an hour by default), not a day more.
+CREATE OR REPLACE FUNCTION payflow._hour_partitions(OUT hour timestamptz, OUT name text)
+	RETURNS SETOF record
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT make_timestamptz(substr(c.relname, 17, 4)::int, substr(c.relname, 21, 2)::int, substr(c.relname, 23, 2)::int,
+							substr(c.relname, 25, 2)::int, 0, 0, 'UTC'),
+		   c.relname::text
+	  FROM pg_catalog.pg_inherits i
+	  JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+	 WHERE i.inhparent = 'payflow.outbox_batches'::regclass AND c.relname ~ '^outbox_batches_h[0-9]{10}$'
+$$;
+
+-- Makes the partition of outbox_batches for the UTC hour p_hour is in;
+-- not when the default partition holds batches of that hour already
+-- (purge did not run for an hour): moving them in would hold the relays'
+-- acks meanwhile, so they stay there and go row by row.
+CREATE OR REPLACE FUNCTION payflow._make_hour_partition(p_hour timestamptz)
+	RETURNS boolean
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_hour timestamp := date_trunc('hour', p_hour AT TIME ZONE 'UTC');
+BEGIN
+	IF EXISTS (SELECT FROM payflow.outbox_batches_default b
+				WHERE b.published_at >= v_hour AT TIME ZONE 'UTC'
+				  AND b.published_at < (v_hour + interval '1 hour') AT TIME ZONE 'UTC') THEN
+		RETURN false;
+	END IF;
+	RETURN payflow._make_partition('outbox_batches', 'outbox_batches_h' || to_char(v_hour, 'YYYYMMDDHH24'),
+								   'published_at', to_char(v_hour, 'YYYY-MM-DD HH24:00:00+00'),
+								   to_char(v_hour + interval '1 hour', 'YYYY-MM-DD HH24:00:00+00'));
+END
+$$;
+
 -- Drops one day's partition of a parent, after moving the rows of the
--- operations in p_keep to the default partition.  Returns the rows moved.
+-- operations in p_keep to the default partition (an hour's of the
+-- batches: none to keep).  Returns the rows moved.
 CREATE OR REPLACE FUNCTION payflow._drop_day_partition(p_parent text, p_name text, p_keep text[])
 	RETURNS bigint
 	LANGUAGE plpgsql
@@ -157,14 +207,15 @@ END
 $$;
 
 -- purge()'s partition work: today's and tomorrow's partitions
--- made; past days dropped whose operations are gone but for at most
+-- made (and this hour's and the next one's of the batches); past days
+-- (and hours) dropped whose operations are gone but for at most
 -- max_rows kept ones.  A day's payloads go once retention_payloads (or
 -- retention_completed, if shorter) passed its end, keeping those of the
 -- operations that did not end COMPLETED or CANCELLED that long ago; its
 -- other rows once retention_completed passed its end and purge deleted
 -- every operation of it past its retention (and its outbox log once every
 -- event of it was published).  Returns {"made", "dropped",
--- "rowsMoved", "busy"}: busy counts what a lock held by someone else put
+-- "rowsMoved", "busy", "publishedHours": {"made", "dropped", "events"}}: busy counts what a lock held by someone else put
 -- off to the next call.
 CREATE OR REPLACE FUNCTION payflow._purge_partitions(max_rows integer) RETURNS jsonb
 	LANGUAGE plpgsql
@@ -181,15 +232,25 @@ DECLARE
 	v_high text;
 	v_end timestamptz;
 	v_keep text[];
+	v_hours_made integer := 0;
+	v_hours_dropped integer := 0;
+	v_hour_events bigint := 0;
+	v_events bigint;
 BEGIN
 	PERFORM set_config('lock_timeout', '100ms', true);
-	FOR t IN SELECT p.parent, p.key_prefix, v_today + n AS day
-			   FROM payflow._day_partitioned() p, generate_series(0, 1) n
-			  ORDER BY n, p.parent
+	-- the days' partitions, then the published batches' hours
+	FOR t IN SELECT * FROM (SELECT p.parent, p.key_prefix, v_today + n AS day, NULL::timestamptz AS hour, n
+							  FROM payflow._day_partitioned() p, generate_series(0, 1) n
+							UNION ALL
+							SELECT 'outbox_batches', NULL, NULL, now() + n * interval '1 hour', n + 2
+							  FROM generate_series(0, 1) n) m
+			  ORDER BY m.n, m.parent
 	LOOP
 		BEGIN
-			IF payflow._make_day_partition(t.parent, t.key_prefix, t.day) THEN
+			IF t.hour IS NULL AND payflow._make_day_partition(t.parent, t.key_prefix, t.day) THEN
 				v_made := v_made + 1;
+			ELSIF t.hour IS NOT NULL AND payflow._make_hour_partition(t.hour) THEN
+				v_hours_made := v_hours_made + 1;
 			END IF;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
@@ -232,11 +293,30 @@ BEGIN
 			v_busy := v_busy + 1;
 		END;
 	END LOOP;
+
+	-- the published batches' hours past retention_published
+	FOR t IN SELECT h.name FROM payflow._hour_partitions() h
+			  WHERE h.hour + interval '1 hour' < now() - payflow._seconds('retention_published')
+			  ORDER BY h.hour
+	LOOP
+		BEGIN
+			EXECUTE format('SELECT coalesce(sum(cardinality(seqs)), 0) FROM payflow.%I', t.name) INTO v_events;
+			PERFORM payflow._drop_day_partition('outbox_batches', t.name, '{}');
+			v_hours_dropped := v_hours_dropped + 1;
+			v_hour_events := v_hour_events + v_events;
+		EXCEPTION WHEN lock_not_available THEN
+			v_busy := v_busy + 1;
+		END;
+	END LOOP;
 	PERFORM set_config('lock_timeout', v_lock_timeout, true);
-	RETURN jsonb_build_object('made', v_made, 'dropped', v_dropped, 'rowsMoved', v_moved, 'busy', v_busy);
+	RETURN jsonb_build_object('made', v_made, 'dropped', v_dropped, 'rowsMoved', v_moved, 'busy', v_busy,
+							  'publishedHours', jsonb_build_object('made', v_hours_made, 'dropped', v_hours_dropped,
+																   'events', v_hour_events));
 END
 $$;
 
 REVOKE ALL ON FUNCTION payflow._day_id_floor(date), payflow._day_partitioned(), payflow._day_partitions(),
+	payflow._make_partition(text, text, text, text, text), payflow._hour_partitions(),
+	payflow._make_hour_partition(timestamptz),
 	payflow._make_day_partition(text, text, date), payflow._drop_day_partition(text, text, text[]),
 	payflow._purge_partitions(integer) FROM PUBLIC;

@@ -315,9 +315,9 @@ SELECT o.published_at, o.seq, o.seq, ARRAY[o.seq], ARRAY[o.message_id] FROM old 
 ALTER EXTENSION payflow DROP TABLE payflow.outbox_published_0_4;	-- (as the sequence above)
 DROP TABLE payflow.outbox_published_0_4;
 REVOKE ALL ON payflow.outbox_events, payflow.outbox_events_default, payflow.outbox_position,
-	payflow.outbox_batches, payflow.outbox_published FROM PUBLIC;
+	payflow.outbox_batches, payflow.outbox_batches_default, payflow.outbox_published FROM PUBLIC;
 GRANT SELECT ON payflow.outbox_events, payflow.outbox_events_default, payflow.outbox_position,
-	payflow.outbox_batches, payflow.outbox_published TO payflow_admin;
+	payflow.outbox_batches, payflow.outbox_batches_default, payflow.outbox_published TO payflow_admin;
 
 -- the attributes take the operation's trace from outbox_claim (issue 29)
 DROP FUNCTION payflow._event_attributes(text, text, text);

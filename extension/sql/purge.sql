@@ -116,7 +116,8 @@ BEGIN
 
 	v_partitions := payflow._purge_partitions(max_rows);
 
-	-- The published log: whole batches, counted by their events.  Then
+	-- The published log: whole batches, counted by their events (those of
+	-- the default partition; an hour's partition goes whole, above).  Then
 	-- the log rows of the outbox's default partition (the events of days
 	-- without a partition of their own, or of operations kept past their
 	-- day; a day's partition goes whole with its day, partitions.sql), once
@@ -127,8 +128,8 @@ BEGIN
 	-- again at each call (their number follows retention_completed, not
 	-- the work).
 	WITH gone AS (
-		DELETE FROM payflow.outbox_batches
-		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches
+		DELETE FROM payflow.outbox_batches_default
+		 WHERE ctid = ANY (ARRAY(SELECT ctid FROM payflow.outbox_batches_default
 								  WHERE published_at < now() - payflow._seconds('retention_published')
 								  LIMIT max_rows))
 		RETURNING cardinality(seqs) AS n
@@ -184,7 +185,8 @@ BEGIN
 
 	RETURN jsonb_build_object('payloads', v_payloads,
 							  'operations', v_operations,
-							  'publishedEvents', v_published,
+							  -- an hour's partition dropped is not bounded by max_rows
+							  'publishedEvents', v_published + (v_partitions -> 'publishedHours' ->> 'events')::bigint,
 							  'consumedEvents', v_consumed,
 							  'deadLetters', v_dead,
 							  'webhookFailures', v_webhooks,

@@ -10,7 +10,8 @@
 # operations' own rows (a heap delete each) and their events in the outbox
 # log (row by row: the terminal event with its operation, the others by
 # purge's pass over the published log; by day: with the day's
-# partitions).  The aim: <= 0.2 KB of WAL per purged
+# partitions) and the batches that published them (row by row, or their
+# hour's partition).  The aim: <= 0.2 KB of WAL per purged
 # operation and <= 1 s whatever the volume.  Rounds interleaved, medians;
 # prints figures, never fails on them.
 #

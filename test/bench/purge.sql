@@ -11,6 +11,7 @@ SELECT :'mode' = 'days' AS by_day \gset
 \if :by_day
 SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day')) AS made
   FROM payflow._day_partitioned() p \gset
+SELECT payflow._make_hour_partition((:'day'::date + time '12:05') AT TIME ZONE 'UTC') AS made_hour \gset
 \endif
 
 CREATE TEMP TABLE moved AS
@@ -29,6 +30,11 @@ UPDATE payflow.payloads t SET operation_id = m.new, key = replace(t.key, m.old, 
   FROM moved m WHERE t.operation_id = m.old;
 UPDATE payflow.outbox_events t SET operation_id = m.new, created_at = :'day'::date + time '12:05'
   FROM moved m WHERE t.operation_id = m.old;
+-- the batches that published them, that day too (into its hour's
+-- partition, or the default one)
+UPDATE payflow.outbox_batches b SET published_at = (:'day'::date + time '12:05') AT TIME ZONE 'UTC'
+  FROM (SELECT min(e.seq) AS lo, max(e.seq) AS hi FROM payflow.outbox_events e JOIN moved m ON m.new = e.operation_id) r
+ WHERE b.first_seq >= r.lo AND b.last_seq <= r.hi;
 -- the relays published them days ago
 INSERT INTO payflow.outbox_position (done_below) SELECT max(seq) + 1 FROM payflow.outbox_events
 ON CONFLICT (id) DO UPDATE SET done_below = greatest(excluded.done_below, payflow.outbox_position.done_below);
@@ -36,6 +42,7 @@ VACUUM ANALYZE payflow.operations;
 VACUUM ANALYZE payflow.step_results;
 VACUUM ANALYZE payflow.payloads;
 VACUUM ANALYZE payflow.outbox_events;
+VACUUM ANALYZE payflow.outbox_batches;
 CHECKPOINT;
 
 CREATE OR REPLACE PROCEDURE pg_temp.bench_purge(INOUT operations bigint, INOUT dropped bigint, INOUT calls integer)

@@ -73,6 +73,10 @@ pf_eq "the outbox is empty: every event so far relayed" 0 "$(s -c "SELECT count(
 s -c "SELECT payflow.purge()" >/dev/null
 pf_ok "today's partitions hold the rows so far" \
 	test "$(s -c "SELECT count(*) FROM payflow.step_results WHERE tableoid::regclass::text ~ '_d[0-9]{8}$'")" -gt 0
+pf_ok "... the outbox log's too" \
+	test "$(s -c "SELECT count(*) FROM payflow.outbox_events WHERE tableoid::regclass::text ~ '_d[0-9]{8}$'")" -gt 0
+pf_ok "... and the next hour's partition of the published batches is made" \
+	test "$(s -c "SELECT count(*) FROM payflow._hour_partitions() WHERE hour > now()")" -eq 1
 pending=$(submit pending)
 running=$(submit running)
 retrying=$(submit retrying)
@@ -107,6 +111,11 @@ pf_ok "pg_restore into a new database of a new cluster" \
 
 # ---- every row the same
 pf_same_restored_rows "" s r
+pf_eq "the partitions are restored, attached to their tables" \
+	"$(s -c "SELECT string_agg(name, ' ' ORDER BY name) FROM (SELECT name FROM payflow._day_partitions()
+			 UNION ALL SELECT name FROM payflow._hour_partitions()) p")" \
+	"$(r -c "SELECT string_agg(name, ' ' ORDER BY name) FROM (SELECT name FROM payflow._day_partitions()
+			 UNION ALL SELECT name FROM payflow._hour_partitions()) p")"
 before=$(r -c "SELECT max(id) FROM payflow.dead_letters")
 after=$(r -c "SELECT payflow.record_dead_letter('payment-requests', 'after the restore', '{\"code\": \"bad_message\"}')")
 pf_ok "the sequences go on after the restored rows ($after > $before)" test "$after" -gt "$before"

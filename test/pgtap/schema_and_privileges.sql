@@ -10,7 +10,7 @@ SELECT plan(78);
 SELECT has_schema('payflow');
 -- (the C-free flavour keeps in tables what C keeps in GUCs and memory)
 SELECT tables_are('payflow', ARRAY['operations', 'history_events', 'history_events_default', 'step_results', 'step_results_default', 'purge_position', 'step_definitions',
-	'outbox', 'outbox_events', 'outbox_events_default', 'outbox_batches', 'outbox_position', 'payloads', 'payloads_default', 'consumed_events', 'dead_letters', 'api_keys',
+	'outbox', 'outbox_events', 'outbox_events_default', 'outbox_batches', 'outbox_batches_default', 'outbox_position', 'payloads', 'payloads_default', 'consumed_events', 'dead_letters', 'api_keys',
 	'webhooks', 'webhook_failures', 'operation_events', 'admin_actions', 'step_attempts', 'step_attempts_default', 'step_grants', 'step_limits', 'step_slots', 'step_breakers', 'step_breaker_events', 'tenant_quotas',
 	'pipelines', 'destinations', 'scheduler_sweep', '_outbox_cursor', '_webhook_key', '_content_key']
 	|| CASE :'flavour' WHEN 'sql' THEN ARRAY['settings', '_tenant_key', '_wakeup_marks'] ELSE '{}' END);
@@ -32,7 +32,7 @@ SELECT ok((SELECT bool_or(o LIKE 'autovacuum_vacuum_scale_factor=%') FROM pg_cla
 -- from after a crash, and the sequence of its seqs, are durable
 SELECT ok((SELECT relpersistence = 'u' FROM pg_class WHERE oid = 'payflow.outbox'::regclass), 'the outbox work list is unlogged');
 SELECT ok((SELECT bool_and(relpersistence = 'p') FROM pg_class
-			WHERE oid IN ('payflow.outbox_events'::regclass, 'payflow.outbox_events_default'::regclass, 'payflow.outbox_batches'::regclass,
+			WHERE oid IN ('payflow.outbox_events'::regclass, 'payflow.outbox_events_default'::regclass, 'payflow.outbox_batches'::regclass, 'payflow.outbox_batches_default'::regclass,
 						  'payflow.outbox_position'::regclass, 'payflow.outbox_seq_seq'::regclass)),
 		  'the outbox log, its batches, its position and its sequence are logged');
 SELECT has_view('payflow', 'outbox_published', 'the published log is a view of the batches');

@@ -2,8 +2,8 @@
 --
 -- The rows that hang off an operation -- step_results, step_attempts,
 -- history_events, the outbox's log (outbox_events), and payloads (by key:
--- payments/<id>/...) -- are
--- partitioned by the day the operation was created.  An id is "pay_" and a
+-- payments/<id>/...) -- are partitioned by the day the operation was
+-- created (the published batches by the hour: below).  An id is "pay_" and a
 -- ULID whose first ten characters are its creation time in milliseconds, so
 -- a UTC day's operations are a range of ids (_day_id_floor), and so are
 -- their payloads' keys.  purge() makes the next days' partitions ahead and
@@ -182,10 +182,10 @@ BEGIN
 END
 $$;
 
--- Drops one day's partition of a parent, after moving the rows of the
--- operations in p_keep to the default partition (an hour's of the
--- batches: none to keep).  Returns the rows moved.
-CREATE OR REPLACE FUNCTION payflow._drop_day_partition(p_parent text, p_name text, p_keep text[])
+-- Drops a partition of a parent (a day's, or an hour's of the batches),
+-- after moving the rows of the operations in p_keep to the default
+-- partition.  Returns the rows moved.
+CREATE OR REPLACE FUNCTION payflow._drop_partition(p_parent text, p_name text, p_keep text[])
 	RETURNS bigint
 	LANGUAGE plpgsql
 	AS $$
@@ -287,7 +287,7 @@ BEGIN
 		-- a day with more to keep than a call moves waits until they go
 		CONTINUE WHEN cardinality(v_keep) > max_rows;
 		BEGIN
-			v_moved := v_moved + payflow._drop_day_partition(t.parent, t.name, v_keep);
+			v_moved := v_moved + payflow._drop_partition(t.parent, t.name, v_keep);
 			v_dropped := v_dropped + 1;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
@@ -301,7 +301,7 @@ BEGIN
 	LOOP
 		BEGIN
 			EXECUTE format('SELECT coalesce(sum(cardinality(seqs)), 0) FROM payflow.%I', t.name) INTO v_events;
-			PERFORM payflow._drop_day_partition('outbox_batches', t.name, '{}');
+			PERFORM payflow._drop_partition('outbox_batches', t.name, '{}');
 			v_hours_dropped := v_hours_dropped + 1;
 			v_hour_events := v_hour_events + v_events;
 		EXCEPTION WHEN lock_not_available THEN
@@ -318,5 +318,5 @@ $$;
 REVOKE ALL ON FUNCTION payflow._day_id_floor(date), payflow._day_partitioned(), payflow._day_partitions(),
 	payflow._make_partition(text, text, text, text, text), payflow._hour_partitions(),
 	payflow._make_hour_partition(timestamptz),
-	payflow._make_day_partition(text, text, date), payflow._drop_day_partition(text, text, text[]),
+	payflow._make_day_partition(text, text, date), payflow._drop_partition(text, text, text[]),
 	payflow._purge_partitions(integer) FROM PUBLIC;

@@ -7,8 +7,10 @@
 # and completed, and the scheduler and purge run.  Checked: every operation
 # completes while the dump still runs (nothing in the hot path waits for
 # the dump's locks or is slowed to a stop by its snapshot); purge and
-# run_scheduler return within a statement time-out; then the dump finishes,
-# and it holds the database as of its start: none of the burst.
+# run_scheduler return within a statement time-out, purge leaving the old
+# hour of published batches the dump holds to its next call, which drops
+# it; then the dump finishes, and it holds the database as of its start:
+# none of the burst.
 #
 # This is what a partition drop or any DDL in the hot path would break
 # (ACCESS EXCLUSIVE waits for the dump, and everything else queues behind
@@ -28,6 +30,11 @@ q -c "SELECT count(*) FROM payflow.submit_many((SELECT jsonb_agg(jsonb_build_obj
 		FROM generate_series(1, 1000) g))" >/dev/null
 # (their requests are not part of the burst: no worker is to charge them)
 q -c "DELETE FROM payflow.outbox WHERE message_group_id LIKE '$p-old-%'" >/dev/null
+# an hour of published batches past retention_published, which purge drops
+# whole (partitions.sql), once nothing holds it
+q -c "SELECT payflow._make_hour_partition(now() - interval '3 hours')" \
+	-c "INSERT INTO payflow.outbox_batches (published_at, first_seq, last_seq, seqs, message_ids)
+		VALUES (now() - interval '3 hours', -1, -1, '{-1}', '{$p-old-batch}')" >/dev/null
 
 # the dump, its output held back until $dump_dir/go exists
 (
@@ -75,7 +82,10 @@ all_completed() { [ "$(completed)" = 200 ]; }
 pf_ok "the 200 payments complete while the dump holds its snapshot and locks" pf_wait_for 120 all_completed
 pf_ok "... the dump is still waiting (nothing waited for it to end)" dump_waits
 pf_ok "run_scheduler returns meanwhile" q -c "SET statement_timeout = '10s'" -c "SELECT payflow.run_scheduler()"
-pf_ok "purge returns meanwhile" q -c "SET statement_timeout = '10s'" -c "SELECT payflow.purge()"
+pf_eq "purge returns meanwhile, leaving the old hour of batches the dump holds for later" "t 0" \
+	"$(q -F ' ' -c "SET statement_timeout = '10s'" \
+		-c "SELECT (p -> 'partitions' ->> 'busy')::int > 0, p -> 'partitions' -> 'publishedHours' ->> 'dropped'
+			  FROM payflow.purge() p")"
 pf_eq "no session of the pipeline waits for a lock" 0 \
 	"$(q -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = '$PF_DB'")"
 
@@ -85,6 +95,9 @@ wait "$locks_job" 2>/dev/null || true
 touch "$dump_dir/go"
 wait "$dump_job" || true
 pf_eq "then the dump finishes" 0 "$(cat "$dump_dir/rc" 2>/dev/null || echo missing)"
+pf_eq "... and the next purge drops the old hour of batches" "1 1" \
+	"$(q -F ' ' -c "SELECT p -> 'partitions' -> 'publishedHours' ->> 'dropped', p -> 'partitions' -> 'publishedHours' ->> 'events'
+				  FROM payflow.purge() p")"
 "$PF_PGBIN/pg_restore" -f "$dump_dir/operations.sql" --data-only -t operations "$dump_dir/payflow.dump"
 pf_eq "it holds the operations written before it started" 1000 "$(grep -c -- "$p-old-" "$dump_dir/operations.sql" || true)"
 pf_eq "... and none of the burst (one snapshot from its start)" 0 "$(grep -c -- "$p-burst-" "$dump_dir/operations.sql" || true)"

@@ -1,7 +1,7 @@
 -- test/bench/retained.sh's filler: :n retained operations, COMPLETED, spread
 -- over the :days days before today, each a copy of one of the operations of
 -- run :run (made by step_engine.sql) under an id of its day, with its
--- steps done and its request payload, in the days' partitions (made here
+-- steps done, its request payload and its events, in the days' partitions (made here
 -- as purge makes them).  What purge would keep with retention_completed
 -- of :days days.
 SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, d::date)) AS made
@@ -48,8 +48,17 @@ INSERT INTO payflow.step_results SELECT :step_columns FROM copies c JOIN payflow
 INSERT INTO payflow.payloads
 SELECT replace(p.key, p.operation_id, c.id), c.id, p.checksum, p.size, p.content, c.ts
   FROM copies c JOIN payflow.payloads p ON p.operation_id = c.tpl_id;
+-- their events in the outbox log, published long ago
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at,
+								   enveloped, body)
+SELECT nextval('payflow.outbox_seq_seq'), gen_random_uuid(), c.id, e.event_type, e.destination, e.message_group_id,
+	   c.ts, e.enveloped, e.body
+  FROM copies c JOIN payflow.outbox_events e ON e.operation_id = c.tpl_id;
+INSERT INTO payflow.outbox_position (done_below) SELECT max(seq) + 1 FROM payflow.outbox_events
+ON CONFLICT (id) DO UPDATE SET done_below = greatest(excluded.done_below, payflow.outbox_position.done_below);
 VACUUM ANALYZE payflow.operations;
 VACUUM ANALYZE payflow.step_results;
 VACUUM ANALYZE payflow.payloads;
+VACUUM ANALYZE payflow.outbox_events;
 CHECKPOINT;
 SELECT count(*) AS retained FROM payflow.operations;

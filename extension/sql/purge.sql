@@ -185,8 +185,9 @@ BEGIN
 
 	RETURN jsonb_build_object('payloads', v_payloads,
 							  'operations', v_operations,
-							  -- an hour's partition dropped is not bounded by max_rows
-							  'publishedEvents', v_published + (v_partitions -> 'publishedHours' ->> 'events')::bigint,
+							  -- those deleted one by one (an hour's partition dropped
+							  -- counts in partitions.publishedHours)
+							  'publishedEvents', v_published,
 							  'consumedEvents', v_consumed,
 							  'deadLetters', v_dead,
 							  'webhookFailures', v_webhooks,

@@ -27,9 +27,14 @@ snapshot_report_start() {
 		'SELECT count(*) FROM payflow.operations;' \
 		"SELECT pg_sleep($((SNAPSHOT_SECONDS + 600)));" 'COMMIT;' |
 		PGAPPNAME=bench-report pf_psql -Atq >/dev/null 2>&1 &
+	local deadline=$((SECONDS + 30))
 	until [ "$(q -c "SELECT count(*) FROM pg_stat_activity
 					  WHERE application_name = 'bench-report' AND backend_xmin IS NOT NULL
 						AND query LIKE 'SELECT pg_sleep%'")" = 1 ]; do
+		if [ $SECONDS -ge $deadline ]; then
+			echo "bench: the report's session did not take its snapshot"
+			exit 1
+		fi
 		sleep 0.1
 	done
 }

@@ -1,9 +1,9 @@
 -- test/bench/retained.sh's filler: :n retained operations, COMPLETED, spread
 -- over the :days days before today, each a copy of one of the operations of
 -- run :run (made by step_engine.sql) under an id of its day, with its
--- steps done, its request payload and its events, in the days' partitions (made here
--- as purge makes them).  What purge would keep with retention_completed
--- of :days days.
+-- steps done, its request payload and its events, in the days' partitions
+-- (made here as purge makes them).  What purge would keep with
+-- retention_completed of :days days.
 SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, d::date)) AS made
   FROM payflow._day_partitioned() p,
 	   generate_series((now() AT TIME ZONE 'UTC')::date - :days, (now() AT TIME ZONE 'UTC')::date - 1, '1 day') d \gset

@@ -82,6 +82,20 @@ BEGIN
 END
 $content_key_dump$;
 
+-- HMAC-SHA256 of content under a key given by its two pads, and the
+-- checksum made of it: SQL with no table read, so the planner inlines
+-- them into the statement that calls them.  The hot statements (submit,
+-- a batch's claim and completion) read the pads once into variables and
+-- call these per row: _checksum below reads the key at each call, a
+-- statement of its own (7 us a call, six calls an operation).
+CREATE OR REPLACE FUNCTION payflow._mac_with(inner_pad bytea, outer_pad bytea, content bytea) RETURNS bytea
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT sha256(outer_pad || sha256(inner_pad || content)) $$;
+
+CREATE OR REPLACE FUNCTION payflow._checksum_with(inner_pad bytea, outer_pad bytea, content bytea) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT 'hmac-sha256:' || encode(payflow._mac_with(inner_pad, outer_pad, content), 'hex') $$;
+
 -- HMAC-SHA256 of content under the installation's key.  PL/pgSQL, whose
 -- plan of the key's read is kept for the session: a SQL function reading
 -- a table is never inlined, and each statement that called it parsed and
@@ -90,7 +104,7 @@ CREATE OR REPLACE FUNCTION payflow._content_mac(content bytea) RETURNS bytea
 	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 	AS $$
 BEGIN
-	RETURN (SELECT sha256(k.outer_pad || sha256(k.inner_pad || content)) FROM payflow._content_key k);
+	RETURN (SELECT payflow._mac_with(k.inner_pad, k.outer_pad, content) FROM payflow._content_key k);
 END
 $$;
 
@@ -99,8 +113,7 @@ CREATE OR REPLACE FUNCTION payflow._checksum(content bytea) RETURNS text
 	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 	AS $$
 BEGIN
-	RETURN (SELECT 'hmac-sha256:' || encode(sha256(k.outer_pad || sha256(k.inner_pad || content)), 'hex')
-			  FROM payflow._content_key k);
+	RETURN (SELECT payflow._checksum_with(k.inner_pad, k.outer_pad, content) FROM payflow._content_key k);
 END
 $$;
 
@@ -143,6 +156,7 @@ COMMENT ON FUNCTION payflow.payload_mac_key() IS
 
 REVOKE ALL ON payflow._content_key FROM PUBLIC;
 REVOKE ALL ON FUNCTION payflow._hmac_pad(bytea, integer), payflow._content_key_replace(),
+	payflow._mac_with(bytea, bytea, bytea), payflow._checksum_with(bytea, bytea, bytea),
 	payflow._content_mac(bytea), payflow._checksum(bytea), payflow._checksum_matches(bytea, text),
 	payflow._request_hash(bytea), payflow.payload_mac_key() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.payload_mac_key() TO payflow_payload_mac;

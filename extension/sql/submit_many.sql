@@ -223,8 +223,10 @@ BEGIN
 		), it AS MATERIALIZED (
 			SELECT ids.*,
 				   jsonb_build_object('store', 'pg', 'key', payflow._payload_key(ids.id, 'request.json'),
-									  'checksum', payflow._checksum(ids.content), 'size', octet_length(ids.content)) AS ref
-			  FROM ids
+									  'checksum', payflow._checksum_with(k.inner_pad, k.outer_pad, ids.content),
+									  'size', octet_length(ids.content)) AS ref
+			  -- the key read once, not by a _checksum call per item (content_mac.sql)
+			  FROM ids CROSS JOIN payflow._content_key k
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 											correlation_id, request_ref, status, current_step, pipeline_version,

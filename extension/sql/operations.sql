@@ -96,7 +96,8 @@ BEGIN
 										 ARRAY[f.request_event], ARRAY[f.destination],
 										 ARRAY[payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
 																   f.request_event, 1,
-																   jsonb_build_object(f.input_field, v_ref))])
+																   jsonb_build_object(f.input_field, v_ref))],
+										 ARRAY[f.position::smallint])	-- (the log renders it)
 		  FROM op, f
 		 WHERE f.held_step IS NULL
 	)

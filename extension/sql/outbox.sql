@@ -55,12 +55,61 @@ CREATE OR REPLACE FUNCTION payflow._event_envelope(p_event_id uuid, p_operation_
 							  'operationId', p_operation_id, 'createdAt', payflow._iso(p_created_at))
 $$;
 
+-- The body of an event the log does not store (outbox_events.rendered),
+-- as _event_body made it at the write: from its operation's row and its
+-- steps' rows, which do not change once written (a step done stays done;
+-- replay re-runs a FAILED operation's failed step, whose request is
+-- stored, as every event of the full paths is).  NULL once the operation
+-- is purged.  PL/pgSQL, whose plans are kept: the webhook check renders
+-- an operation's completed event at each delivery.
+CREATE OR REPLACE FUNCTION payflow._rendered_event_body(e payflow.outbox_events) RETURNS jsonb
+	LANGUAGE plpgsql STABLE
+	AS $$
+DECLARE
+	o payflow.operations;
+	v_extra jsonb;
+	v_attempt integer := 1;
+BEGIN
+	SELECT * INTO o FROM payflow.operations op WHERE op.id = e.operation_id;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	IF e.rendered = 0 THEN
+		-- the completed event: the last step's done status and attempt, and
+		-- the operation's result
+		SELECT jsonb_build_object('status', d.done_status, 'result', o.result), sr.attempt
+		  INTO v_extra, v_attempt
+		  FROM payflow.step_definitions d
+		  JOIN payflow.step_results sr ON sr.operation_id = o.id AND sr.step_name = d.step_name
+		 WHERE d.pipeline_version = o.pipeline_version
+		 ORDER BY d.position DESC LIMIT 1;
+	ELSE
+		-- a step's request: its input, the result reference of the last step
+		-- before it that has one, else the request's (_step_input)
+		SELECT jsonb_build_object(d.input_field, coalesce((
+					SELECT sr.result_ref
+					  FROM payflow.step_results sr
+					  JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
+													  AND rd.step_name = sr.step_name
+					 WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL AND rd.position < e.rendered
+					 ORDER BY rd.position DESC LIMIT 1), o.request_ref))
+		  INTO v_extra
+		  FROM payflow.step_definitions d
+		 WHERE d.pipeline_version = o.pipeline_version AND d.position = e.rendered;
+	END IF;
+	RETURN payflow._event_envelope(e.event_id, e.operation_id, e.event_type, e.created_at)
+		   || jsonb_build_object('paymentId', o.payment_id, 'attempt', v_attempt, 'correlationId', o.correlation_id)
+		   || v_extra;
+END
+$$;
+
 -- An event's body as it was written (jsonb: the same keys and values give
 -- the same text, whatever the order they were put together in).
 CREATE OR REPLACE FUNCTION payflow._outbox_event_body(e payflow.outbox_events) RETURNS jsonb
 	LANGUAGE sql STABLE
 	AS $$
-	SELECT CASE WHEN e.enveloped
+	SELECT CASE WHEN e.rendered IS NOT NULL THEN payflow._rendered_event_body(e)
+				WHEN e.enveloped
 				THEN payflow._event_envelope(e.event_id, e.operation_id, e.event_type, e.created_at) || e.body
 				ELSE e.body END
 $$;
@@ -82,12 +131,16 @@ $$;
 -- ten events; a statement per event cost 51 us each in the step-engine
 -- bench).  Event i is p_event_ids[i] of operation p_operation_ids[i] and so
 -- on; its message group is its payment's (p_group_keys: the payment ids).
+-- p_rendered[i], when not NULL, says the log need not keep its body: the
+-- caller made it as _rendered_event_body renders it (a request of the
+-- step at that position, 0 the completed event).
 -- The log's row of a terminal event (operation-events) is how the webhook
 -- worker knows payflow published it (_require_published; 0.4 wrote a row
 -- of operation_events as well).  The relays are woken at commit.  Returns
 -- how many events were written.
 CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
-										  p_event_types text[], p_destinations text[], p_bodies jsonb[])
+										  p_event_types text[], p_destinations text[], p_bodies jsonb[],
+										  p_rendered smallint[] DEFAULT NULL)
 	RETURNS integer
 	LANGUAGE plpgsql
 	AS $$
@@ -99,21 +152,27 @@ BEGIN
 	-- take its xid).  Every caller has written before, so this is a lookup.
 	PERFORM pg_catalog.pg_current_xact_id();
 	-- The log and the work list, one seq each event, drawn in the order
-	-- of the arrays (per-payment order).  The log keeps a body without the
-	-- envelope its columns hold; the work list (no WAL) the whole body.
+	-- of the arrays (per-payment order).  The log keeps no body of a
+	-- rendered event, and a body without the envelope its columns hold of
+	-- the others; the work list (no WAL) the whole body.
 	WITH ev AS MATERIALIZED (
 		SELECT nextval('payflow.outbox_seq_seq') AS seq, e.*,
-			   e.body @> payflow._event_envelope(e.event_id, e.operation_id, e.event_type, now()) AS enveloped
+			   e.rendered IS NULL
+			   AND e.body @> payflow._event_envelope(e.event_id, e.operation_id, e.event_type, now()) AS enveloped
 		  FROM (SELECT e.event_id, e.operation_id, e.event_type, e.destination,
-					   payflow._message_group_id(e.group_key) AS message_group_id, e.body
-				  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies)
-					   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, n)
+					   payflow._message_group_id(e.group_key) AS message_group_id, e.body, e.rendered
+				  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies,
+							  coalesce(p_rendered, ARRAY[]::smallint[]))
+					   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, rendered, n)
+				 WHERE e.n <= cardinality(p_event_ids)
 				 ORDER BY e.n) e
 	), logged AS (
 		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,
-										   enveloped, body)
+										   enveloped, rendered, body)
 		SELECT ev.seq, ev.event_id, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.enveloped,
-			   CASE WHEN ev.enveloped
+			   ev.rendered,
+			   CASE WHEN ev.rendered IS NOT NULL THEN NULL
+					WHEN ev.enveloped
 					THEN ev.body - ARRAY['eventType', 'eventVersion', 'eventId', 'operationId', 'createdAt']
 					ELSE ev.body END
 		  FROM ev
@@ -209,9 +268,12 @@ BEGIN
 	)
 	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
 	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id,
-		   payflow._outbox_event_body(e), e.created_at
+		   b.body, e.created_at
 	  FROM payflow.outbox_events e
-	 WHERE e.seq >= v_from
+	  -- (no body: a rendered event whose operation was purged meanwhile,
+	  -- relays down past its retention; nobody is left to tell)
+	 CROSS JOIN LATERAL (SELECT payflow._outbox_event_body(e) AS body) b
+	 WHERE e.seq >= v_from AND b.body IS NOT NULL
 	   AND NOT EXISTS (SELECT FROM published p WHERE p.seq = e.seq)
 	   AND NOT EXISTS (SELECT FROM refused r WHERE r.event_id = e.event_id::text)
 	 ORDER BY e.seq

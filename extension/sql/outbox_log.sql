@@ -17,7 +17,17 @@ CREATE TABLE payflow.outbox_events (
 	-- bytes an event; _outbox_event_body puts them back.  False for a body
 	-- whose envelope says something else (a replayed webhook event).
 	enveloped boolean NOT NULL DEFAULT false,
-	body jsonb NOT NULL
+	-- rendered: the body is not stored (NULL) but rendered from the
+	-- operation's write-once rows (_rendered_event_body): the request of
+	-- the step at this position (submit's, or a fast completion's of the
+	-- step before), or 0 for the completed event of a fast completion.
+	-- Their input references were each event's largest part, stored already
+	-- in the operation's row and its steps' (256 of 393 bytes an event).
+	-- (No CHECK that one of the two is set: a day's partition, made at run
+	-- time, would have to carry it to be attached; the one writer,
+	-- _outbox_write_all, sets one.)
+	rendered smallint,
+	body jsonb
 ) PARTITION BY RANGE (operation_id);
 -- A partition a day, as the other rows of an operation (partitions.sql):
 -- an operation's events go with its day's partition, not one by one.  The

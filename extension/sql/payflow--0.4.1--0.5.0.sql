@@ -321,6 +321,8 @@ GRANT SELECT ON payflow.outbox_events, payflow.outbox_events_default, payflow.ou
 
 -- the attributes take the operation's trace from outbox_claim (issue 29)
 DROP FUNCTION payflow._event_attributes(text, text, text);
+-- the writer says which bodies the log renders (outbox.sql)
+DROP FUNCTION payflow._outbox_write_all(uuid[], text[], text[], text[], text[], jsonb[]);
 --@@ include outbox.sql @@
 --@@ include partitions.sql @@
 --@@ include purge.sql @@
@@ -350,7 +352,8 @@ $partitions$;
 --@@ include admin_dead_letters.sql @@
 REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._event_attributes(text, text, text, text),
-	payflow._outbox_event_body(payflow.outbox_events) FROM PUBLIC;
+	payflow._outbox_event_body(payflow.outbox_events), payflow._rendered_event_body(payflow.outbox_events),
+	payflow._outbox_write_all(uuid[], text[], text[], text[], text[], jsonb[], smallint[]) FROM PUBLIC;
 
 -- Webhook secrets sealed at rest (issue 26, M5): the clear column goes.
 --@@ flavour include seal.sql @@

@@ -936,14 +936,16 @@ BEGIN
 								   coalesce(n.request_event, v_completed_event),
 								   CASE WHEN v_last THEN s.attempt ELSE 1 END,
 								   CASE WHEN v_last THEN jsonb_build_object('status', d.done_status, 'result', s.result)
-										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body
+										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body,
+			   -- the log renders these bodies (_rendered_event_body)
+			   CASE WHEN v_last THEN 0 ELSE n.position END::smallint AS rendered
 		  FROM s
 	), ev AS (
 		-- the aggregates of one scan see the rows in one order, so the
 		-- arrays line up (one event per operation: no order to keep)
 		SELECT payflow._outbox_write_all(array_agg(e.event_id), array_agg(e.operation_id),
 										 array_agg(e.payment_id), array_agg(e.event_type),
-										 array_agg(e.destination), array_agg(e.body)) AS written
+										 array_agg(e.destination), array_agg(e.body), array_agg(e.rendered)) AS written
 		  FROM e
 	)
 	-- ev is read here, so it runs (once, for all the events)

@@ -253,7 +253,9 @@ BEGIN
 				   array_agg(f.destination ORDER BY it.key COLLATE "C", it.i),
 				   array_agg(payflow._event_body(it.event_id, it.id, it.payment_id, it.correlation_id,
 												 f.request_event, 1, jsonb_build_object(f.input_field, it.ref))
-							 ORDER BY it.key COLLATE "C", it.i))
+							 ORDER BY it.key COLLATE "C", it.i),
+				   -- (the log renders them, as submit's)
+				   array_agg(f.position::smallint ORDER BY it.key COLLATE "C", it.i))
 		  INTO v_events	-- read by nothing: the statement runs for its writes
 		  FROM op JOIN it USING (id), f
 		 WHERE f.held_step IS NULL

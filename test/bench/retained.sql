@@ -50,9 +50,9 @@ SELECT replace(p.key, p.operation_id, c.id), c.id, p.checksum, p.size, p.content
   FROM copies c JOIN payflow.payloads p ON p.operation_id = c.tpl_id;
 -- their events in the outbox log, published long ago
 INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at,
-								   enveloped, body)
+								   enveloped, rendered, body)
 SELECT nextval('payflow.outbox_seq_seq'), gen_random_uuid(), c.id, e.event_type, e.destination, e.message_group_id,
-	   c.ts, e.enveloped, e.body
+	   c.ts, e.enveloped, e.rendered, e.body
   FROM copies c JOIN payflow.outbox_events e ON e.operation_id = c.tpl_id;
 INSERT INTO payflow.outbox_position (done_below) SELECT max(seq) + 1 FROM payflow.outbox_events
 ON CONFLICT (id) DO UPDATE SET done_below = greatest(excluded.done_below, payflow.outbox_position.done_below);

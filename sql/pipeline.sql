@@ -153,6 +153,11 @@ SELECT payflow.status(:'op_new') -> 'result' AS new_result, payflow.status(:'op_
 SELECT to_status FROM payflow.history(:'op_new');
 SELECT to_status FROM payflow.history(:'op_old');
 SELECT event_type, destination FROM payflow.outbox WHERE operation_id = :'op_new' ORDER BY seq;
+-- the log renders each of them as the relays got it, on either version (a
+-- step with no result hands on its own input: RISK_CHECK, CREATE_INVOICE)
+SELECT x.event_type, l.rendered, payflow._outbox_event_body(l) = x.body AS rendered_same
+  FROM payflow.outbox x JOIN payflow.outbox_events l ON l.seq = x.seq
+ WHERE x.operation_id IN (:'op_new', :'op_old') ORDER BY x.operation_id = :'op_new', x.seq;
 
 -- no SQL path writes an illegal move, however it updates the table
 SELECT payflow.submit('pipe-guard', '{"amount": 1}') AS op_guard \gset

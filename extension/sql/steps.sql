@@ -862,14 +862,18 @@ BEGIN
 		-- update below takes a row only if its attempt is still this one
 		SELECT o.id, o.status, o.payment_id, o.correlation_id, o.step_attempt, o.step_lease_token, o.step_claimed_at,
 			   o.step_created_at, o.step_external_ref, o.step_claim_no,
-			   -- _step_input as a sub-select: a call per row cost 16 us at best
+			   -- _step_input as a sub-select: a call per row cost 16 us at best.
+			   -- Only the next step's request reads it, and only when this step
+			   -- has no result of its own to hand on: read only then (none of
+			   -- the default pipeline's steps needs it).
+			   CASE WHEN d.result_name IS NULL AND NOT v_last THEN
 			   coalesce((SELECT sr.result_ref
 						   FROM payflow.step_results sr
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
 														   AND rd.step_name = sr.step_name
 						  WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL
 							AND sr.operation_id BETWEEN v_lo AND v_hi
-						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) AS input_ref,
+						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) END AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
 			   CASE WHEN d.result_name IS NOT NULL THEN
 					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),

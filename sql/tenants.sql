@@ -18,6 +18,15 @@ ROLLBACK;
 SELECT payflow._current_tenant() = '' AS forgotten_after_rollback;
 SELECT tenant FROM payflow.operations WHERE id = :'op_a';
 
+-- The tenants' index holds only the operations that have one: 300
+-- without (tenant '') add no entry to it (they would fill a page)
+BEGIN;
+SELECT pg_relation_size('payflow.operations_tenant_id_idx') AS tenant_idx_size \gset
+SELECT count(payflow.submit('t-none-' || g, '{"amount": 1}')) AS submitted_without_tenant FROM generate_series(1, 300) g;
+SELECT pg_relation_size('payflow.operations_tenant_id_idx') = :tenant_idx_size AS no_entry_without_tenant,
+	   (SELECT count(*) FROM payflow.operations WHERE tenant = '' AND payment_id LIKE 't-none-%') AS listed_by_tenant;
+ROLLBACK;
+
 -- One statement: the FROM item runs before the select list.
 SELECT payflow.status(:'op_a') ->> 'status' AS status_as_a FROM payflow.authenticate(:'key_a');
 SELECT payflow.submit('t-pay-1', '{"amount": 1}') = :'op_a' AS same_op_as_a

@@ -42,8 +42,13 @@ CREATE TABLE payflow.admin_actions (
 -- The admin list pages through operations newest first by id (a ULID,
 -- so id order is creation order): the primary key serves it with no
 -- filter, these two with a tenant or a payment id.  Neither column ever
--- changes, so status updates stay HOT; each costs one entry per submit.
-CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id);
+-- changes, so status updates stay HOT; each costs an entry per submit
+-- and one per terminal update (not HOT: operations_terminal_idx).  The
+-- tenants' holds only operations that have one (0.5.0): an installation
+-- without tenants (every tenant '') writes none of its two entries an
+-- operation, and its list by tenant '' is the primary key's walk, where
+-- every row matches.
+CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id) WHERE tenant <> '';
 CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id);
 
 ---------------------------------------------------------------------------

@@ -112,6 +112,9 @@ INSERT INTO payflow.payloads SELECT key, operation_id, checksum, size, content, 
 ALTER EXTENSION payflow DROP TABLE payflow.payloads_0_4;
 DROP TABLE payflow.payloads_0_4;
 DROP INDEX payflow.operations_payloads_idx;	-- purge reads payloads by a cursor (purge.sql)
+-- only the operations that have a tenant (admin.sql)
+DROP INDEX payflow.operations_tenant_id_idx;
+CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id) WHERE tenant <> '';
 
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
 --@@ include step_results.sql @@

@@ -35,7 +35,15 @@ CREATE TABLE payflow.outbox_events (
 -- parent (tables.sql's history_events says why).  A seq is unique across
 -- the partitions: each comes from payflow.outbox_seq_seq.
 CREATE TABLE payflow.outbox_events_default PARTITION OF payflow.outbox_events DEFAULT;
-ALTER TABLE payflow.outbox_events_default ADD PRIMARY KEY (seq);
+-- By seq, as block ranges: the log is appended in about seq order, and
+-- only a rebuild (the events from outbox_position.done_below on), purge
+-- (the default partition's published events; whether a day still holds
+-- an unpublished one) and the view outbox_published look events up by
+-- seq.  A B-tree key took an entry and 65 bytes of WAL an event (four an
+-- operation); a range not summarized yet costs an insert nothing, and
+-- autosummarize summarizes each once the next one starts.
+CREATE INDEX outbox_events_default_seq_idx ON payflow.outbox_events_default USING brin (seq)
+	WITH (pages_per_range = 32, autosummarize = on);
 -- An operation's events, for the console (admin_operation) and the
 -- webhook check (_require_published).
 CREATE INDEX outbox_events_default_operation_idx ON payflow.outbox_events_default (operation_id);

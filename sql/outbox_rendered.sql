@@ -46,6 +46,21 @@ SELECT count(*) AS completed FROM payflow.complete_steps('CREATE_INVOICE', 'rw',
 	(SELECT jsonb_agg(jsonb_build_object('operationId', id, 'result', jsonb_build_object('invoiceId', 'inv-' || id))) FROM unnest(:'going'::text[]) id));
 SELECT * FROM pg_temp.rendered_events(:'ops');
 
+-- a fast completion keeps its result's keyed checksum and size, not the
+-- reference: the steps view renders it, payload_get takes it, and it is the
+-- one the next step's request carried
+SELECT s.step_name, r.result_ref IS NULL AS ref_not_kept, octet_length(r.result_mac) AS mac_bytes,
+	   CASE WHEN s.result_ref IS NOT NULL
+			THEN convert_from(payflow.payload_get(s.result_ref), 'UTF8')::jsonb = s.result END AS payload_ok,
+	   (SELECT w.body -> nd.input_field = s.result_ref
+		  FROM payflow.step_definitions d, payflow.step_definitions nd, payflow.outbox w
+		 WHERE d.pipeline_version = o.pipeline_version AND d.step_name = s.step_name
+		   AND nd.pipeline_version = d.pipeline_version AND nd.position = d.position + 1
+		   AND w.operation_id = o.id AND w.event_type = nd.request_event) AS handed_on
+  FROM payflow.steps s JOIN payflow.step_results r USING (operation_id, step_name)
+  JOIN payflow.operations o ON o.id = s.operation_id
+ WHERE s.operation_id = (:'ops'::text[])[2] ORDER BY s.created_at;
+
 -- the webhook check takes the completed event's body as the relays sent it,
 -- and refuses it changed (PF008)
 SELECT count(payflow._require_published(w.event_id, w.operation_id, w.body::text)) AS published

@@ -87,11 +87,13 @@ BEGIN
 		-- a step's request: its input, the result reference of the last step
 		-- before it that has one, else the request's (_step_input)
 		SELECT jsonb_build_object(d.input_field, coalesce((
-					SELECT sr.result_ref
+					SELECT payflow._result_ref(sr.operation_id, rd.result_name, sr.result_ref, sr.result_mac,
+											   sr.result_size)
 					  FROM payflow.step_results sr
 					  JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
 													  AND rd.step_name = sr.step_name
-					 WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL AND rd.position < e.rendered
+					 WHERE sr.operation_id = o.id AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
+					   AND rd.position < e.rendered
 					 ORDER BY rd.position DESC LIMIT 1), o.request_ref))
 		  INTO v_extra
 		  FROM payflow.step_definitions d

@@ -256,6 +256,7 @@ GRANT EXECUTE ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.payload_put(text, text, bytea, text, text, text)
 	TO payflow_step_worker;
 REVOKE ALL ON FUNCTION payflow._step_done(text, text), payflow._step_input(text, integer, jsonb),
+	payflow._result_ref(text, text, jsonb, bytea, integer),
 	payflow._status_recorded(text, integer, text, text, text, text),
 	payflow._fail_operation(payflow.operations, jsonb, text),
 	payflow._require_lease_holder(payflow.operations, text, text)

@@ -21,7 +21,14 @@ CREATE TABLE payflow.step_results (
 	attempt integer NOT NULL,
 	lease_owner text,
 	external_ref text,
+	-- What it handed on: the reference of its result payload.  A fast
+	-- completion's (pg store, the key its step's result name gives) is
+	-- kept as its keyed checksum and size alone, and _result_ref renders
+	-- it (a 206-byte document an operation's two results each kept); any
+	-- other (a worker's S3 object, a full completion's) whole in result_ref.
 	result_ref jsonb,
+	result_mac bytea,
+	result_size integer,
 	completed_event_id uuid,		-- the event its completion wrote: a repeated complete_step's answer
 	result jsonb,					-- only when no payload and no operation result holds it
 	-- its history numbers (history.sql): the claim's, if the attempt that
@@ -32,6 +39,21 @@ CREATE TABLE payflow.step_results (
 ) PARTITION BY RANGE (operation_id);	-- a partition a day (partitions.sql; its key: tables.sql's history_events)
 CREATE TABLE payflow.step_results_default PARTITION OF payflow.step_results DEFAULT;
 ALTER TABLE payflow.step_results_default ADD PRIMARY KEY (operation_id, step_name);
+
+-- A done step's result reference (above): the one kept, else the one its
+-- checksum and size render, else NULL (a step without a result payload).
+-- SQL without a table: inlined into the statements that call it.  (The
+-- key is _payload_key's, spelt out: payloads.sql comes later, and the
+-- plain SQL install checks this body as it is created.)
+CREATE OR REPLACE FUNCTION payflow._result_ref(p_operation_id text, p_result_name text, p_ref jsonb, p_mac bytea,
+											   p_size integer)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT coalesce(p_ref, CASE WHEN p_mac IS NOT NULL THEN
+		jsonb_build_object('store', 'pg', 'key', 'payments/' || p_operation_id || '/' || p_result_name,
+						   'checksum', 'hmac-sha256:' || encode(p_mac, 'hex'), 'size', p_size) END)
+$$;
 
 -- The input of an operation's open step: the result reference of its last
 -- step done that has one (a step without a result payload hands its own
@@ -45,10 +67,10 @@ CREATE OR REPLACE FUNCTION payflow._step_input(p_operation_id text, p_version in
 	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
-	RETURN coalesce((SELECT r.result_ref
+	RETURN coalesce((SELECT payflow._result_ref(r.operation_id, d.result_name, r.result_ref, r.result_mac, r.result_size)
 					   FROM payflow.step_results r
 					   JOIN payflow.step_definitions d ON d.pipeline_version = p_version AND d.step_name = r.step_name
-					  WHERE r.operation_id = p_operation_id AND r.result_ref IS NOT NULL
+					  WHERE r.operation_id = p_operation_id AND (r.result_ref IS NOT NULL OR r.result_mac IS NOT NULL)
 					  ORDER BY d.position DESC LIMIT 1), p_request_ref);
 END
 $$;
@@ -58,11 +80,11 @@ $$;
 -- the step it ended on, finished when the operation ended).
 CREATE VIEW payflow.steps AS
 	SELECT r.operation_id, r.step_name, r.created_at,
-		   coalesce((SELECT b.result_ref
+		   coalesce((SELECT payflow._result_ref(b.operation_id, bd.result_name, b.result_ref, b.result_mac, b.result_size)
 					   FROM payflow.step_results b
 					   JOIN payflow.step_definitions bd ON bd.pipeline_version = o.pipeline_version
 													   AND bd.step_name = b.step_name
-					  WHERE b.operation_id = r.operation_id AND b.result_ref IS NOT NULL
+					  WHERE b.operation_id = r.operation_id AND (b.result_ref IS NOT NULL OR b.result_mac IS NOT NULL)
 						AND bd.position < d.position
 					  ORDER BY bd.position DESC LIMIT 1), o.request_ref) AS input_ref,
 		   r.external_ref, r.attempt, r.lease_owner, r.claimed_at,
@@ -73,9 +95,9 @@ CREATE VIEW payflow.steps AS
 					CASE WHEN o.current_step = r.step_name AND o.step_status = 'SUCCEEDED' THEN o.result END,
 					(SELECT convert_from(p.content, 'UTF8')::jsonb
 					   FROM payflow.payloads p
-					  WHERE r.result_ref ->> 'store' = 'pg' AND p.key = r.result_ref ->> 'key'
+					  WHERE rr.ref ->> 'store' = 'pg' AND p.key = rr.ref ->> 'key'
 						AND p.operation_id = r.operation_id)) AS result,
-		   r.result_ref, r.completed_event_id,
+		   rr.ref AS result_ref, r.completed_event_id,
 		   -- the error of its last failed attempt, as 0.4 kept it with the step
 		   (SELECT a.error FROM payflow.step_attempts a
 			 WHERE a.operation_id = r.operation_id AND a.step_name = r.step_name AND a.error IS NOT NULL
@@ -84,6 +106,8 @@ CREATE VIEW payflow.steps AS
 	  FROM payflow.step_results r
 	  JOIN payflow.operations o ON o.id = r.operation_id
 	  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = r.step_name
+	  CROSS JOIN LATERAL (SELECT payflow._result_ref(r.operation_id, d.result_name, r.result_ref, r.result_mac,
+													 r.result_size) AS ref) rr
 	UNION ALL
 	SELECT o.id, o.current_step, o.step_created_at, payflow._step_input(o.id, o.pipeline_version, o.request_ref),
 		   o.step_external_ref, o.step_attempt, o.step_lease_owner, o.step_claimed_at, o.step_status,

@@ -680,11 +680,13 @@ BEGIN
 	  -- (OFFSET 0 keeps it a sub-select evaluated once a row: pulled up, the
 	  -- expression was copied to each of its five uses, five probes a row)
 	  CROSS JOIN LATERAL (
-		SELECT coalesce((SELECT sr.result_ref
+		SELECT coalesce((SELECT payflow._result_ref(sr.operation_id, rd.result_name, sr.result_ref, sr.result_mac,
+													sr.result_size)
 						   FROM payflow.step_results sr
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = c.pipeline_version
 														   AND rd.step_name = sr.step_name
-						  WHERE sr.operation_id = c.operation_id AND sr.result_ref IS NOT NULL
+						  WHERE sr.operation_id = c.operation_id
+							AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
 							AND sr.operation_id BETWEEN v_lo AND v_hi
 						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref OFFSET 0) inp
 	  -- (within the batch's keys, every key of an operation lying in its own
@@ -867,19 +869,19 @@ BEGIN
 			   -- has no result of its own to hand on: read only then (none of
 			   -- the default pipeline's steps needs it).
 			   CASE WHEN d.result_name IS NULL AND NOT v_last THEN
-			   coalesce((SELECT sr.result_ref
+			   coalesce((SELECT payflow._result_ref(sr.operation_id, rd.result_name, sr.result_ref, sr.result_mac,
+													sr.result_size)
 						   FROM payflow.step_results sr
 						   JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
 														   AND rd.step_name = sr.step_name
-						  WHERE sr.operation_id = o.id AND sr.result_ref IS NOT NULL
+						  WHERE sr.operation_id = o.id AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
 							AND sr.operation_id BETWEEN v_lo AND v_hi
 						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) END AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
-			   CASE WHEN d.result_name IS NOT NULL THEN
-					jsonb_build_object('store', 'pg', 'key', payflow._payload_key(o.id, d.result_name),
-									   'checksum', payflow._checksum_with(v_inner_pad, v_outer_pad, i.content),
-									   'size', octet_length(i.content))
-			   END AS result_ref
+			   -- the result payload's keyed checksum: step_results keeps it, and
+			   -- the reference is rendered from it (_result_ref)
+			   CASE WHEN d.result_name IS NOT NULL THEN payflow._mac_with(v_inner_pad, v_outer_pad, i.content)
+			   END AS result_mac
 		  FROM payflow.operations o JOIN i ON i.id = o.id
 		 WHERE o.status = d.running_status AND o.pipeline_version = d.pipeline_version
 		   AND o.current_step = d.step_name AND o.step_status = 'RUNNING' AND o.step_lease_owner = p_worker_id
@@ -914,7 +916,9 @@ BEGIN
 		 WHERE op.id = x.id AND op.status = x.status AND op.current_step = d.step_name
 		   AND op.step_status = 'RUNNING' AND op.step_lease_owner = p_worker_id AND op.step_attempt = x.step_attempt
 		   AND op.step_lease_token IS NOT DISTINCT FROM x.step_lease_token
-		RETURNING x.id AS operation_id, x.step_attempt AS attempt, x.result, x.result_ref, x.input_ref, x.n, x.content,
+		RETURNING x.id AS operation_id, x.step_attempt AS attempt, x.result, x.result_mac,
+				  payflow._result_ref(x.id, d.result_name, NULL, x.result_mac, octet_length(x.content)) AS result_ref,
+				  x.input_ref, x.n, x.content,
 				  x.event_id, x.status, x.payment_id, x.correlation_id, x.step_created_at, x.step_claimed_at,
 				  x.step_external_ref, x.step_claim_no, op.history_no AS done_no,
 				  payflow._status_changed() AS woken
@@ -925,9 +929,11 @@ BEGIN
 	), r AS (
 		-- also the step's claimed and done history (history.sql)
 		INSERT INTO payflow.step_results (operation_id, step_name, created_at, claimed_at, attempt, lease_owner,
-										  external_ref, result_ref, completed_event_id, result, claim_no, done_no)
+										  external_ref, result_mac, result_size, completed_event_id, result,
+										  claim_no, done_no)
 		SELECT s.operation_id, d.step_name, s.step_created_at, s.step_claimed_at, s.attempt, p_worker_id,
-			   s.step_external_ref, s.result_ref, s.event_id,
+			   s.step_external_ref, s.result_mac, CASE WHEN s.result_mac IS NOT NULL THEN octet_length(s.content) END,
+			   s.event_id,
 			   -- kept here only when no payload and no operation result holds it
 			   CASE WHEN s.result_ref IS NULL AND NOT v_last THEN s.result END,
 			   s.step_claim_no, s.done_no

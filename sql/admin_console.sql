@@ -161,6 +161,16 @@ SELECT a ->> 'step' AS step, a ->> 'attempt' AS attempt, a ->> 'worker' AS worke
 	   a -> 'error' AS error, a ->> 'startedAt' IS NOT NULL AND a ->> 'finishedAt' IS NOT NULL AS timed
   FROM payflow.admin_operation(:'akey', :'op4') d, jsonb_array_elements(d -> 'attempts') a;
 
+-- by payment id, also an operation whose idempotency key is its own, not
+-- its payment id (operations_payment_id_idx holds only those; the others
+-- are found by the idempotency key's index)
+BEGIN;
+SELECT payflow.authenticate(:'tkey') IS NOT NULL AS bound;
+SELECT payflow.submit('pay-2', '{"amount": 22}', idempotency_key => 'order-22') AS op2b \gset
+SELECT jsonb_path_query_array(l, '$.items[*].operationId') = jsonb_build_array(:'op2b', :'op2') AS both_by_payment
+  FROM payflow.admin_operations(:'akey', '{"paymentId": "pay-2", "tenant": "t-console"}') l;
+ROLLBACK;
+
 SELECT payflow.create_admin_key('ops-bob') AS akey2 \gset
 -- revoked: refused from the next call on
 SELECT payflow.revoke_api_key(id) AS revoked FROM payflow.api_keys WHERE name = 'ops-alice' AND kind = 'admin';

@@ -18,12 +18,16 @@ ROLLBACK;
 SELECT payflow._current_tenant() = '' AS forgotten_after_rollback;
 SELECT tenant FROM payflow.operations WHERE id = :'op_a';
 
--- The tenants' index holds only the operations that have one: 300
--- without (tenant '') add no entry to it (they would fill a page)
+-- The tenants' index holds only the operations that have one, the payment
+-- ids' only those with an idempotency key of their own: 300 without either
+-- (tenant '', the key their payment id) add no entry to them (they would
+-- fill a page of each)
 BEGIN;
-SELECT pg_relation_size('payflow.operations_tenant_id_idx') AS tenant_idx_size \gset
+SELECT pg_relation_size('payflow.operations_tenant_id_idx') AS tenant_idx_size,
+	   pg_relation_size('payflow.operations_payment_id_idx') AS payment_idx_size \gset
 SELECT count(payflow.submit('t-none-' || g, '{"amount": 1}')) AS submitted_without_tenant FROM generate_series(1, 300) g;
 SELECT pg_relation_size('payflow.operations_tenant_id_idx') = :tenant_idx_size AS no_entry_without_tenant,
+	   pg_relation_size('payflow.operations_payment_id_idx') = :payment_idx_size AS no_entry_without_own_key,
 	   (SELECT count(*) FROM payflow.operations WHERE tenant = '' AND payment_id LIKE 't-none-%') AS listed_by_tenant;
 ROLLBACK;
 

@@ -112,9 +112,14 @@ INSERT INTO payflow.payloads SELECT key, operation_id, checksum, size, content, 
 ALTER EXTENSION payflow DROP TABLE payflow.payloads_0_4;
 DROP TABLE payflow.payloads_0_4;
 DROP INDEX payflow.operations_payloads_idx;	-- purge reads payloads by a cursor (purge.sql)
--- only the operations that have a tenant (admin.sql)
+-- only the operations that have a tenant, and by payment id only those
+-- with a key of their own, the idempotency key's index key first (admin.sql)
 DROP INDEX payflow.operations_tenant_id_idx;
 CREATE INDEX operations_tenant_id_idx ON payflow.operations (tenant, id) WHERE tenant <> '';
+DROP INDEX payflow.operations_payment_id_idx;
+CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id) WHERE payment_id <> idempotency_key;
+ALTER TABLE payflow.operations DROP CONSTRAINT operations_idempotency_key,
+	ADD CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant);
 
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
 --@@ include step_results.sql @@
@@ -354,6 +359,8 @@ $partitions$;
 --@@ include admin_operation.sql @@
 -- the console's dead letters name their trace (issue 29)
 --@@ include admin_dead_letters.sql @@
+-- the list's search by payment id reads two indexes (admin.sql)
+--@@ include admin_list.sql @@
 REVOKE ALL ON FUNCTION payflow._emit_step_request(payflow.operations), payflow._outbox_rebuild(), payflow._event_envelope(uuid, text, text, timestamptz),
 	payflow._event_attributes(text, text, text, text),
 	payflow._outbox_event_body(payflow.outbox_events), payflow._rendered_event_body(payflow.outbox_events),

@@ -18,7 +18,7 @@
 -- workers call), hooks.sql, consumers.sql, webhooks.sql, scheduler.sql
 -- (replay, run_scheduler), purge.sql, s3_purge.sql (what the S3 sweeper
 -- deletes), metrics.sql, pipeline.sql (the
--- pipeline as data), admin_operation.sql, admin_dead_letters.sql and admin.sql (the console's
+-- pipeline as data), admin_operation.sql, admin_dead_letters.sql, admin.sql and admin_list.sql (the console's
 -- API); comments.sql says in one line what each public function does
 -- (\df+).  The order matters where a SQL-language function reads another
 -- (its body is checked at creation).
@@ -249,6 +249,7 @@ CREATE POLICY operations_for_admin ON payflow.operations FOR SELECT TO payflow_a
 --@@ include admin_dead_letters.sql @@
 --@@ include admin_actions.sql @@
 --@@ include admin.sql @@
+--@@ include admin_list.sql @@
 --@@ include step_attempts.sql @@
 --@@ include admin_stuck.sql @@
 

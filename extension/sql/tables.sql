@@ -166,7 +166,9 @@ CREATE TABLE payflow.operations (
 	held_step text COLLATE "C",
 	-- the W3C traceparent the operation's spans continue (trace_context.sql)
 	traceparent text COLLATE "C",
-	CONSTRAINT operations_idempotency_key UNIQUE (tenant, idempotency_key)
+	-- the key first: the admin list's search by payment id reads it for the
+	-- operations whose key is their payment id (admin.sql)
+	CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant)
 ) WITH (fillfactor = 70,
 		autovacuum_vacuum_scale_factor = 0.02,
 		autovacuum_analyze_scale_factor = 0.05);

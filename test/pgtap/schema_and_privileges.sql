@@ -18,7 +18,7 @@ SELECT has_role(r) FROM unnest(ARRAY['payflow_app', 'payflow_worker', 'payflow_a
 SELECT col_is_pk('payflow', 'step_results_default', ARRAY['operation_id', 'step_name'], 'a step done is keyed by (operation_id, step_name)');
 SELECT has_view('payflow', 'steps', 'steps is a view of the open steps (in operations) and the steps done');
 SELECT has_view('payflow', 'operation_history', 'operation_history is a view: most changes are rendered from the rows');
-SELECT col_is_unique('payflow', 'operations', ARRAY['tenant', 'idempotency_key'], 'one operation per idempotency key');
+SELECT col_is_unique('payflow', 'operations', ARRAY['idempotency_key', 'tenant'], 'one operation per idempotency key');
 -- every public function says what it does (\df+; extension/sql/comments.sql)
 SELECT is((SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1) FROM pg_proc p
 			WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname !~ '^_'

@@ -161,9 +161,15 @@ plan() {
 for filters in '{}' '{"status":"FAILED"}' "{\"tenant\":\"bulk-$API_RUN-7\"}" '{"paymentId":"bulk-77"}' \
 	'{"createdFrom":"2000-01-01","createdTo":"2999-01-01","limit":"200"}' "{\"after\":\"pay_0000000000000000000000FFFF\"}"; do
 	p=$(plan "$filters")
-	pf_eq "list $filters: the plan reads operations through an index" 1 "$(grep -cE 'Index (Only )?Scan( Backward)? using [a-z_]+ on operations' <<<"$p" | sed 's/^[1-9][0-9]*$/1/')"
+	# (by payment id: a BitmapOr of the idempotency key's index and
+	# operations_payment_id_idx, admin.sql)
+	pf_eq "list $filters: the plan reads operations through an index" 1 \
+		"$(grep -cE 'Index (Only )?Scan( Backward)? using [a-z_]+ on operations|Bitmap Heap Scan on operations' <<<"$p" |
+			sed 's/^[1-9][0-9]*$/1/')"
 	pf_eq "list $filters: no Seq Scan on operations" 0 "$(grep -c 'Seq Scan on operations' <<<"$p" || true)"
 done
+pf_eq "list by payment id: a BitmapOr of the idempotency key's index and the payment ids'" 2 \
+	"$(grep -cE 'Bitmap Index Scan on (operations_idempotency_key|operations_payment_id_idx)\b' <<<"$(plan '{"paymentId":"bulk-77"}')")"
 echo "$(plan '{"status":"FAILED"}')" >"$API_DIR/plan-failed.txt"
 t0=$(date +%s%N)
 for _ in 1 2 3 4 5; do admin GET "/admin/operations?status=FAILED&limit=50" "$AKEY" >/dev/null; done

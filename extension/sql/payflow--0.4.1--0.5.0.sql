@@ -122,6 +122,7 @@ ALTER TABLE payflow.operations DROP CONSTRAINT operations_idempotency_key,
 	ADD CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant);
 
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
+--@@ include payload_key.sql @@
 --@@ include step_results.sql @@
 
 -- Each operation's current step, as it stands, into its row (its input

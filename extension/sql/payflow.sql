@@ -84,6 +84,7 @@ $roles$;
 
 --@@ include tables.sql @@
 --@@ include outbox_log.sql @@
+--@@ include payload_key.sql @@
 --@@ include step_results.sql @@
 
 ---------------------------------------------------------------------------

@@ -4,22 +4,7 @@
 -- and payload_get/payload_put for workers.  Messages carry a reference and
 -- a keyed checksum (content_mac.sql), never the payload itself.
 
--- The one rule for a payload's key, in the "pg" store and in S3 alike (the
--- workers' payload_key.c writes the same): payments/<operation id>/<name>.
--- Every key of an operation lies in [_payload_key(id, ''),
--- _payload_keys_end(id)), so purge and the admin views find an operation's
--- payloads by a range of the primary key ("0" follows "/" in "C" order).
-CREATE OR REPLACE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
-	LANGUAGE sql IMMUTABLE PARALLEL SAFE
-	AS $$
-	SELECT 'payments/' || p_operation_id || '/' || p_name
-$$;
-
-CREATE OR REPLACE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
-	LANGUAGE sql IMMUTABLE PARALLEL SAFE
-	AS $$
-	SELECT 'payments/' || p_operation_id || '0'
-$$;
+-- (The key rule, _payload_key: payload_key.sql.)
 
 -- Writes a payload of the "pg" store and returns its reference.  A key is
 -- written once: the same content again is a no-op, other content an error,

@@ -42,16 +42,14 @@ ALTER TABLE payflow.step_results_default ADD PRIMARY KEY (operation_id, step_nam
 
 -- A done step's result reference (above): the one kept, else the one its
 -- checksum and size render, else NULL (a step without a result payload).
--- SQL without a table: inlined into the statements that call it.  (The
--- key is _payload_key's, spelt out: payloads.sql comes later, and the
--- plain SQL install checks this body as it is created.)
+-- SQL without a table: inlined into the statements that call it.
 CREATE OR REPLACE FUNCTION payflow._result_ref(p_operation_id text, p_result_name text, p_ref jsonb, p_mac bytea,
 											   p_size integer)
 	RETURNS jsonb
 	LANGUAGE sql STABLE
 	AS $$
 	SELECT coalesce(p_ref, CASE WHEN p_mac IS NOT NULL THEN
-		jsonb_build_object('store', 'pg', 'key', 'payments/' || p_operation_id || '/' || p_result_name,
+		jsonb_build_object('store', 'pg', 'key', payflow._payload_key(p_operation_id, p_result_name),
 						   'checksum', 'hmac-sha256:' || encode(p_mac, 'hex'), 'size', p_size) END)
 $$;
 

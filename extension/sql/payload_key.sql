@@ -1,0 +1,20 @@
+-- payflow: the key rule of payloads.  A file of its own, included before
+-- step_results.sql, whose _result_ref names a result payload's key with it
+-- (the plain SQL install checks a SQL function's body as it is created).
+
+-- The one rule for a payload's key, in the "pg" store and in S3 alike (the
+-- workers' payload_key.c writes the same): payments/<operation id>/<name>.
+-- Every key of an operation lies in [_payload_key(id, ''),
+-- _payload_keys_end(id)), so purge and the admin views find an operation's
+-- payloads by a range of the primary key ("0" follows "/" in "C" order).
+CREATE OR REPLACE FUNCTION payflow._payload_key(p_operation_id text, p_name text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '/' || p_name
+$$;
+
+CREATE OR REPLACE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT 'payments/' || p_operation_id || '0'
+$$;

@@ -238,7 +238,7 @@ ROLLBACK TO SAVEPOINT fine_characters;
 SELECT pf_row_counts() AS before \gset
 -- injection strings in the reference are data too
 SELECT payflow.submit_ref(:'inj2', 's3', :'inj', 'sha256:' || repeat('0', 64), 0, 'ref-key', :'inj2') AS ref_op \gset
-SELECT request_ref ->> 'key' = :'inj' AS key_verbatim, payment_id = :'inj2' AS payment_verbatim
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size) ->> 'key' = :'inj' AS key_verbatim, payment_id = :'inj2' AS payment_verbatim
   FROM payflow.operations WHERE id = :'ref_op';
 SELECT pf_changed(:'before') AS changed;
 SELECT pf_row_counts() AS before \gset
@@ -374,7 +374,7 @@ SELECT pf_row_counts() AS before \gset
 ---------------------------------------------------------------------------
 -- payload_get, payload_put
 ---------------------------------------------------------------------------
-SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size)::text AS ref FROM payflow.operations WHERE id = :'op' \gset
 SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'ref NULL',                 $$SELECT payflow.payload_get(NULL)$$,
 	'ref array',                $$SELECT payflow.payload_get('[]')$$,

@@ -45,7 +45,7 @@ UPDATE payflow.operations SET terminal_at = now() - interval '2 days' WHERE id I
 SELECT p ->> 'payloads' AS payloads, p ->> 'operations' AS operations FROM payflow.purge() p;
 -- the cancelled one's payloads are purged: payload_get no longer has them
 SELECT sqlstate AS cancelled_one_lost_its_payload
-  FROM pf_try(format($$SELECT payflow.payload_get(%L)$$, (SELECT request_ref FROM payflow.operations WHERE id = :'op1')));
+  FROM pf_try(format($$SELECT payflow.payload_get(%L)$$, (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op1')));
 SELECT count(*) AS failed_payload_kept_for_replay FROM payflow.payloads WHERE operation_id = :'op3';
 SELECT status, payflow.status(id) ->> 'status' AS still_visible FROM payflow.operations WHERE id = :'op1';
 UPDATE payflow.operations SET terminal_at = now() - interval '8 days' WHERE id IN (:'op1', :'op3');

@@ -13,7 +13,7 @@ SELECT count(*) = 1 AS one_key, bool_and(octet_length(key) = 32) AS key_32_bytes
 
 -- a request's reference, its payload row and its event carry the HMAC
 SELECT payflow.submit('cm-1', '{"amount": 12, "cardNumber": "4111111111111111"}') AS op \gset
-SELECT request_ref AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size) AS ref FROM payflow.operations WHERE id = :'op' \gset
 SELECT (:'ref'::jsonb) ->> 'checksum' = 'hmac-sha256:' || encode(:"pgc".hmac(p.content, payflow.payload_mac_key(), 'sha256'), 'hex')
 	   AS ref_is_hmac,
 	   p.checksum = (:'ref'::jsonb) ->> 'checksum' AS payload_row_same,
@@ -27,7 +27,7 @@ SELECT (:'ref'::jsonb) ->> 'checksum' = 'hmac-sha256:' || encode(:"pgc".hmac(p.c
 SELECT o.request_hash = :"pgc".hmac(sha256(convert_to('cm-1', 'UTF8') || '\x00'::bytea || p.content),
 									 payflow.payload_mac_key(), 'sha256') AS request_hash_keyed,
 	   o.request_hash <> sha256(convert_to('cm-1', 'UTF8') || '\x00'::bytea || p.content) AS request_hash_not_plain
-  FROM payflow.operations o JOIN payflow.payloads p ON p.key = o.request_ref ->> 'key' WHERE o.id = :'op';
+  FROM payflow.operations o JOIN payflow.payloads p ON p.key = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) ->> 'key' WHERE o.id = :'op';
 SELECT payflow.submit('cm-1', '{"amount": 12, "cardNumber": "4111111111111111"}') = :'op' AS same_request_same_id;
 SELECT * FROM pf_try($$SELECT payflow.submit('cm-1', '{"amount": 13, "cardNumber": "4111111111111111"}')$$);
 

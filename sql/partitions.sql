@@ -97,7 +97,7 @@ SELECT count(*) AS b_events_verified
  WHERE e.operation_id = :'b' AND e.destination = 'operation-events';
 DELETE FROM payflow.outbox_position;
 INSERT INTO payflow.outbox_position SELECT * FROM pf_position;
-SELECT length(payflow.payload_get(request_ref)) > 0 AS b_request_kept FROM payflow.operations WHERE id = :'b';
+SELECT length(payflow.payload_get(payflow._request_ref(id, request_ref, request_mac, request_size))) > 0 AS b_request_kept FROM payflow.operations WHERE id = :'b';
 SELECT sqlstate, regexp_replace(message, 'pay_\w+', 'pay_<id>') AS message
   FROM pf_try(format($$SELECT payflow.status(%L)$$, :'a'));
 -- C goes on: its step completes, and its next one is claimed
@@ -133,7 +133,7 @@ SELECT pf_rows_of(:'f') AS f_rows_before;
 SELECT count(*) FILTER (WHERE payflow._make_day_partition(p.parent, p.key_prefix, :'day3')) AS made
   FROM payflow._day_partitioned() p;
 SELECT pf_rows_of(:'f') AS f_rows_after;
-SELECT length(payflow.payload_get(request_ref)) > 0 AS f_request_readable FROM payflow.operations WHERE id = :'f';
+SELECT length(payflow.payload_get(payflow._request_ref(id, request_ref, request_mac, request_size))) > 0 AS f_request_readable FROM payflow.operations WHERE id = :'f';
 
 -- purge makes today's and tomorrow's partitions
 SELECT p -> 'partitions' -> 'busy' AS busy FROM payflow.purge() p;

@@ -1,6 +1,6 @@
 -- The "pg" claim-check store: payload_get verifies the checksum.
 SELECT payflow.submit('pl-1', '{"amount": 1}') AS op \gset
-SELECT request_ref AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size) AS ref FROM payflow.operations WHERE id = :'op' \gset
 SELECT convert_from(payflow.payload_get(:'ref'), 'UTF8')::jsonb AS content;
 
 -- payload_put: a step's result, written only by the worker holding the

@@ -103,7 +103,7 @@ SELECT s, payflow._is_terminal(s) FROM unnest(ARRAY['RISK_CHECKING', 'NOTIFY_PEN
 -- a new operation takes the newest version: RISK_CHECK first
 SELECT payflow.submit('pipe-new', '{"amount": 7, "currency": "EUR"}', correlation_id => 'c-new') AS op_new \gset
 SELECT pipeline_version, status, current_step FROM payflow.operations WHERE id = :'op_new';
-SELECT event_type, destination, body -> 'payload' = o.request_ref AS input_is_request
+SELECT event_type, destination, body -> 'payload' = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) AS input_is_request
   FROM payflow.outbox x JOIN payflow.operations o ON o.id = x.operation_id WHERE x.operation_id = :'op_new';
 -- the old one still starts with PROCESS_PAYMENT
 SELECT pipeline_version, status, current_step FROM payflow.operations WHERE id = :'op_old';
@@ -122,7 +122,7 @@ SELECT * FROM pf_try(format($$SELECT payflow.complete_step(%L, 'NOTIFY_CUSTOMER'
 -- RISK_CHECK keeps no result payload: PROCESS_PAYMENT gets the request
 SELECT c ->> 'status' AS status, c ->> 'eventType' AS event
   FROM payflow.complete_step(:'op_new', 'RISK_CHECK', 'w-risk', '{"score": 3}') c;
-SELECT s.input_ref = o.request_ref AS payment_input_is_request
+SELECT s.input_ref = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) AS payment_input_is_request
   FROM payflow.steps s JOIN payflow.operations o ON o.id = s.operation_id
  WHERE s.operation_id = :'op_new' AND s.step_name = 'PROCESS_PAYMENT';
 

@@ -17,7 +17,7 @@ BEGIN;
 UPDATE payflow.operations SET step_next_attempt_at = now() - interval '1 second' WHERE id = :'op1';
 SELECT payflow.run_scheduler() AS retry_due;
 COMMIT;
-SELECT event_type, (body ->> 'attempt')::int AS attempt, body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS same_input
+SELECT event_type, (body ->> 'attempt')::int AS attempt, body -> 'payload' = (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op1') AS same_input
   FROM payflow.outbox WHERE operation_id = :'op1';
 SELECT status, pending_since IS NOT NULL AS waiting_for_claim FROM payflow.steps WHERE operation_id = :'op1';
 SELECT payflow.run_scheduler() AS not_twice;

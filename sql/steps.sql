@@ -5,7 +5,7 @@ SELECT payflow.submit('steps-1', '{"amount": 10}', NULL, 'corr-s1') AS op \gset
 -- a new step: run, attempt 1, the idempotency key, the input reference
 SELECT c ->> 'action' AS action, (c ->> 'attempt')::int AS attempt,
        c ->> 'idempotencyKey' = :'op' || ':process_payment' AS key_ok,
-       c -> 'input' = (SELECT request_ref FROM payflow.operations WHERE id = :'op') AS input_ok,
+       c -> 'input' = (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op') AS input_ok,
        (c ->> 'takeover')::boolean AS takeover, c ->> 'correlationId' AS corr
   FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT', 'worker-a', 60) c;
 SELECT status FROM payflow.operations WHERE id = :'op';

@@ -17,13 +17,21 @@ SELECT p.key = 'payments/' || :'op1' || '/request.json' AS key_ok,
        convert_from(p.content, 'UTF8')::jsonb = '{"amount": 1250, "currency": "EUR"}' AS content_ok,
        p.size = octet_length(p.content) AS size_ok
   FROM payflow.payloads p WHERE p.operation_id = :'op1';
+-- ... and the operation's row keeps that reference once, as the payload's
+-- keyed checksum and size: no document beside them (tables.sql)
+SELECT o.request_ref IS NULL AS no_reference_document,
+       'hmac-sha256:' || encode(o.request_mac, 'hex') = p.checksum AS mac_is_the_checksum,
+       o.request_size = p.size AS size_kept,
+       payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size)
+         = jsonb_build_object('store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size) AS reference_rendered
+  FROM payflow.operations o JOIN payflow.payloads p ON p.operation_id = o.id WHERE o.id = :'op1';
 
 SELECT count(*) = 1 AS one_history_row,
        bool_and(from_status IS NULL AND to_status = 'PENDING') AS history_ok
   FROM payflow.operation_history WHERE operation_id = :'op1';
 
 SELECT status = 'PENDING' AS step_pending, attempt = 0 AS no_attempt_yet,
-       input_ref = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS input_is_request
+       input_ref = (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op1') AS input_is_request
   FROM payflow.steps WHERE operation_id = :'op1';
 
 -- the outbox event follows DESIGN §2
@@ -36,7 +44,7 @@ SELECT event_type, destination, message_group_id,
        (body ->> 'attempt')::int AS attempt,
        body ->> 'correlationId' AS "correlationId",
        body ->> 'createdAt' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS created_at_iso_utc,
-       body -> 'payload' = (SELECT request_ref FROM payflow.operations WHERE id = :'op1') AS payload_is_ref,
+       body -> 'payload' = (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op1') AS payload_is_ref,
        NOT (body -> 'payload' ? 'amount') AS no_details_in_message
   FROM payflow.outbox WHERE operation_id = :'op1';
 -- ... and its SQS attributes, as a relay claims it (rolled back: the event stays)
@@ -86,6 +94,7 @@ SELECT payflow.submit_ref('payment-3', 's3', 'incoming/p3.json',
        'sha256:' || repeat('ab', 32), 5000000, NULL, 'req-3') AS op3 \gset
 SELECT request_ref = jsonb_build_object('store', 's3', 'key', 'incoming/p3.json',
                                         'checksum', 'sha256:' || repeat('ab', 32), 'size', 5000000) AS ref_kept,
+       request_mac IS NULL AND request_size IS NULL AS no_checksum_beside_it,
        NOT EXISTS (SELECT FROM payflow.payloads WHERE operation_id = :'op3') AS nothing_stored
   FROM payflow.operations WHERE id = :'op3';
 SELECT body -> 'payload' ->> 'store' AS store FROM payflow.outbox WHERE operation_id = :'op3';

@@ -189,7 +189,7 @@ SELECT length(payflow.authenticate(:'key_long')) AS tenant_length;
 -- checksum (no existence oracle, no checksum guessing, no charging one
 -- tenant's request for another's operation).  (An administrator who bound
 -- no tenant sees every tenant's, as in status.)
-SELECT request_ref ->> 'key' AS key_a, request_ref ->> 'checksum' AS sum_a, (request_ref ->> 'size')::bigint AS size_a
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size) ->> 'key' AS key_a, payflow._request_ref(id, request_ref, request_mac, request_size) ->> 'checksum' AS sum_a, (payflow._request_ref(id, request_ref, request_mac, request_size) ->> 'size')::bigint AS size_a
   FROM payflow.operations WHERE id = :'op_a' \gset
 SELECT payflow.create_api_key('tenant-b', 'b2') AS key_b2, payflow.create_api_key('tenant-a', 'a2') AS key_a2 \gset
 CREATE ROLE regress_ref_app IN ROLE payflow_app;

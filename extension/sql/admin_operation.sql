@@ -25,7 +25,7 @@ BEGIN
 	RETURN payflow._admin_operation_row(o) || jsonb_build_object(
 		'idempotencyKey', o.idempotency_key,
 		'traceId', payflow._trace_id(o.traceparent),	-- (trace_context.sql)
-		'request', o.request_ref,
+		'request', payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size),
 		'actions', jsonb_build_object('replay', o.status = 'FAILED', 'cancel', o.status = 'PENDING'),
 		'transitions', (
 			SELECT coalesce(jsonb_agg(jsonb_build_object(

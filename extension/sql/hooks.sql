@@ -26,8 +26,9 @@ BEGIN
 	-- Details in S3 are not readable from here: the invoice input then
 	-- carries the payment fields only.
 	SELECT convert_from(p.content, 'UTF8')::jsonb INTO v_details
-	  FROM payflow.payloads p
-	 WHERE p.key = o.request_ref ->> 'key' AND o.request_ref ->> 'store' = 'pg';
+	  FROM payflow.payloads p,
+		   payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) r
+	 WHERE p.key = r ->> 'key' AND r ->> 'store' = 'pg';
 	RETURN jsonb_strip_nulls(jsonb_build_object(
 		'operationId', o.id,
 		'paymentId', o.payment_id,

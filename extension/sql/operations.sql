@@ -59,11 +59,10 @@ CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempo
 DECLARE
 	v_id text := payflow._new_operation_id();
 	v_event_id uuid := gen_random_uuid();
+	-- a request stored here is kept as its checksum and size (tables.sql)
+	v_mac bytea := CASE WHEN p_request_ref IS NULL THEN payflow._content_mac(p_content) END;
 	v_ref jsonb := coalesce(p_request_ref,
-							jsonb_build_object('store', 'pg',
-											   'key', payflow._payload_key(v_id, 'request.json'),
-											   'checksum', payflow._checksum(p_content),
-											   'size', octet_length(p_content)));
+							payflow._request_ref(v_id, NULL, v_mac, octet_length(p_content)));
 	v_tenant text := payflow._current_tenant();
 	v_created text;
 	v_held text;
@@ -79,10 +78,10 @@ BEGIN
 	), op AS (
 		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 										correlation_id, request_ref, status, current_step, pipeline_version,
-										submitted_by, priority, held_step, traceparent)
-		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, v_ref,
+										submitted_by, priority, held_step, traceparent, request_mac, request_size)
+		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, p_request_ref,
 			   f.ready_status, f.step_name, f.pipeline_version, session_user, p_priority, f.held_step,
-			   p_traceparent
+			   p_traceparent, v_mac, CASE WHEN v_mac IS NOT NULL THEN octet_length(p_content) END
 		  FROM f
 		 WHERE payflow._within_quota(v_tenant)	-- (tenant_quotas.sql)
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING

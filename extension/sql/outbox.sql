@@ -84,17 +84,10 @@ BEGIN
 		 WHERE d.pipeline_version = o.pipeline_version
 		 ORDER BY d.position DESC LIMIT 1;
 	ELSE
-		-- a step's request: its input, the result reference of the last step
-		-- before it that has one, else the request's (_step_input)
-		SELECT jsonb_build_object(d.input_field, coalesce((
-					SELECT payflow._result_ref(sr.operation_id, rd.result_name, sr.result_ref, sr.result_mac,
-											   sr.result_size)
-					  FROM payflow.step_results sr
-					  JOIN payflow.step_definitions rd ON rd.pipeline_version = o.pipeline_version
-													  AND rd.step_name = sr.step_name
-					 WHERE sr.operation_id = o.id AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
-					   AND rd.position < e.rendered
-					 ORDER BY rd.position DESC LIMIT 1), o.request_ref))
+		-- a step's request: its input, as the steps before it left it
+		SELECT jsonb_build_object(d.input_field,
+								  payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac,
+													  o.request_size, e.rendered))
 		  INTO v_extra
 		  FROM payflow.step_definitions d
 		 WHERE d.pipeline_version = o.pipeline_version AND d.position = e.rendered;
@@ -230,7 +223,8 @@ DECLARE
 BEGIN
 	RETURN payflow._emit(o.id, o.payment_id, o.correlation_id, d.request_event, d.destination,
 						 o.step_attempt + 1,
-						 jsonb_build_object(d.input_field, payflow._step_input(o.id, o.pipeline_version, o.request_ref)));
+						 jsonb_build_object(d.input_field, payflow._step_input(o.id, o.pipeline_version, o.request_ref,
+																				 o.request_mac, o.request_size)));
 END
 $$;
 

@@ -121,6 +121,23 @@ CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id) WH
 ALTER TABLE payflow.operations DROP CONSTRAINT operations_idempotency_key,
 	ADD CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant);
 
+-- The rest of the row, in tables.sql's order, before the steps view
+-- (step_results.sql) reads it: the history's numbers (history.sql),
+-- dispatch by the database (step_dispatch.sql), the trace context
+-- (trace_context.sql), and the request's reference as its checksum and
+-- size (the references stored before stay whole in request_ref).
+ALTER TABLE payflow.operations
+	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
+	ADD COLUMN step_claim_no smallint,
+	ADD COLUMN submitted_by text,
+	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
+	ADD COLUMN held_step text COLLATE "C",
+	ADD COLUMN traceparent text COLLATE "C",
+	ADD COLUMN request_mac bytea,
+	ADD COLUMN request_size integer,
+	ALTER COLUMN request_ref DROP NOT NULL,
+	ADD CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL);
+
 ALTER TABLE payflow.steps RENAME TO steps_0_4;
 --@@ include payload_key.sql @@
 --@@ include step_results.sql @@
@@ -162,13 +179,6 @@ BEGIN
 	END IF;
 END
 $history_v2$;
-ALTER TABLE payflow.operations
-	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
-	ADD COLUMN step_claim_no smallint,
-	ADD COLUMN submitted_by text,
-	-- dispatch by the database (step_dispatch.sql)
-	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
-	ADD COLUMN held_step text COLLATE "C";
 CREATE INDEX operations_held_idx ON payflow.operations (held_step, tenant, priority DESC, id)
 	WHERE held_step IS NOT NULL;
 DROP POLICY history_of_tenant ON payflow.operation_history;
@@ -226,7 +236,6 @@ DROP FUNCTION payflow.heartbeat(text, text, text, integer),
 --@@ include tenant_quotas.sql @@
 -- submit and submit_ref take a priority (step_dispatch.sql) and a
 -- traceparent (trace_context.sql)
-ALTER TABLE payflow.operations ADD COLUMN traceparent text COLLATE "C";
 --@@ include trace_context.sql @@
 DROP FUNCTION payflow.submit(text, jsonb, text, text);
 DROP FUNCTION payflow.submit_ref(text, text, text, text, bigint, text, text);
@@ -261,8 +270,9 @@ GRANT EXECUTE ON FUNCTION payflow.heartbeat(text, text, text, integer, text),
 	payflow.fail_step(text, text, text, jsonb, boolean, text),
 	payflow.payload_put(text, text, bytea, text, text, text)
 	TO payflow_step_worker;
-REVOKE ALL ON FUNCTION payflow._step_done(text, text), payflow._step_input(text, integer, jsonb),
-	payflow._result_ref(text, text, jsonb, bytea, integer),
+REVOKE ALL ON FUNCTION payflow._step_done(text, text),
+	payflow._step_input(text, integer, jsonb, bytea, integer, integer),
+	payflow._result_ref(text, text, jsonb, bytea, integer), payflow._request_ref(text, jsonb, bytea, integer),
 	payflow._status_recorded(text, integer, text, text, text, text),
 	payflow._fail_operation(payflow.operations, jsonb, text),
 	payflow._require_lease_holder(payflow.operations, text, text)

@@ -8,7 +8,7 @@
 
 -- A step that succeeded: who ran it (the attempt that succeeded), when, and
 -- what it handed on.  Facts stored elsewhere are not repeated: the input is
--- the result reference of the step before (request_ref for the first), the
+-- the result reference of the step before (the request's for the first), the
 -- result is the step's result payload, or the operation's result for the
 -- last step (result is stored here only for a step that has neither), and
 -- the last error is that of its last failed attempt (step_attempts).
@@ -53,13 +53,25 @@ CREATE OR REPLACE FUNCTION payflow._result_ref(p_operation_id text, p_result_nam
 						   'checksum', 'hmac-sha256:' || encode(p_mac, 'hex'), 'size', p_size) END)
 $$;
 
--- The input of an operation's open step: the result reference of its last
--- step done that has one (a step without a result payload hands its own
--- input on), else the request's.  PL/pgSQL, whose plan is kept: a SQL
--- function with a sub-select is never inlined, and each call planned it
--- again (128 us).  The step engine's batch statements read it by a join of
--- their own.
-CREATE OR REPLACE FUNCTION payflow._step_input(p_operation_id text, p_version integer, p_request_ref jsonb)
+-- An operation's request reference (tables.sql): the one kept (submit_ref's,
+-- or one made before request_mac was), else the one its checksum and
+-- size render, as a fast completion's result reference (_result_ref).
+CREATE OR REPLACE FUNCTION payflow._request_ref(p_operation_id text, p_ref jsonb, p_mac bytea, p_size integer)
+	RETURNS jsonb
+	LANGUAGE sql STABLE
+	AS $$ SELECT payflow._result_ref(p_operation_id, 'request.json', p_ref, p_mac, p_size) $$;
+
+-- The input of an operation's step: the result reference of its last step
+-- done that has one (a step without a result payload hands its own input
+-- on), else the request's (given as its three columns: _request_ref).
+-- p_before, when not NULL, is the position of the step whose input it is:
+-- only the steps before it count (an event's renderer, outbox.sql); NULL
+-- is the open step's.  PL/pgSQL, whose plan is kept: a SQL function with a
+-- sub-select is never inlined, and each call planned it again (128 us).
+-- The step engine's batch statements read it by a join of their own.
+CREATE OR REPLACE FUNCTION payflow._step_input(p_operation_id text, p_version integer, p_request_ref jsonb,
+											   p_request_mac bytea, p_request_size integer,
+											   p_before integer DEFAULT NULL)
 	RETURNS jsonb
 	LANGUAGE plpgsql STABLE
 	SET plan_cache_mode = force_generic_plan	-- as _step_bound
@@ -69,7 +81,9 @@ BEGIN
 					   FROM payflow.step_results r
 					   JOIN payflow.step_definitions d ON d.pipeline_version = p_version AND d.step_name = r.step_name
 					  WHERE r.operation_id = p_operation_id AND (r.result_ref IS NOT NULL OR r.result_mac IS NOT NULL)
-					  ORDER BY d.position DESC LIMIT 1), p_request_ref);
+						AND (p_before IS NULL OR d.position < p_before)
+					  ORDER BY d.position DESC LIMIT 1),
+					payflow._request_ref(p_operation_id, p_request_ref, p_request_mac, p_request_size));
 END
 $$;
 
@@ -84,7 +98,8 @@ CREATE VIEW payflow.steps AS
 													   AND bd.step_name = b.step_name
 					  WHERE b.operation_id = r.operation_id AND (b.result_ref IS NOT NULL OR b.result_mac IS NOT NULL)
 						AND bd.position < d.position
-					  ORDER BY bd.position DESC LIMIT 1), o.request_ref) AS input_ref,
+					  ORDER BY bd.position DESC LIMIT 1),
+					payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size)) AS input_ref,
 		   r.external_ref, r.attempt, r.lease_owner, r.claimed_at,
 		   'SUCCEEDED'::text AS status,
 		   NULL::timestamptz AS lease_expires_at, NULL::timestamptz AS pending_since,
@@ -107,7 +122,8 @@ CREATE VIEW payflow.steps AS
 	  CROSS JOIN LATERAL (SELECT payflow._result_ref(r.operation_id, d.result_name, r.result_ref, r.result_mac,
 													 r.result_size) AS ref) rr
 	UNION ALL
-	SELECT o.id, o.current_step, o.step_created_at, payflow._step_input(o.id, o.pipeline_version, o.request_ref),
+	SELECT o.id, o.current_step, o.step_created_at,
+		   payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac, o.request_size),
 		   o.step_external_ref, o.step_attempt, o.step_lease_owner, o.step_claimed_at, o.step_status,
 		   o.step_lease_expires_at, o.step_pending_since, o.step_next_attempt_at,
 		   NULL::jsonb, NULL::jsonb, NULL::uuid, o.step_last_error,

@@ -123,7 +123,7 @@ BEGIN
 		'action', 'run',
 		'attempt', o.step_attempt,
 		'idempotencyKey', o.id || ':' || lower(d.step_name),
-		'input', payflow._step_input(o.id, o.pipeline_version, o.request_ref),
+		'input', payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac, o.request_size),
 		'leaseExpiresAt', payflow._iso(o.step_lease_expires_at),
 		'leaseToken', o.step_lease_token,
 		'takeover', v_takeover,
@@ -324,7 +324,7 @@ BEGIN
 	END IF;
 
 	n := payflow._next_step(o.pipeline_version, d.position);
-	v_input := payflow._step_input(o.id, o.pipeline_version, o.request_ref);
+	v_input := payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac, o.request_size);
 	IF n.step_name IS NOT NULL THEN
 		v_event_type := n.request_event;
 		v_held := EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = n.step_name);
@@ -649,7 +649,7 @@ BEGIN
 		  FROM x
 		 WHERE o.id = x.id AND o.status = x.status AND o.current_step = p_step
 		   AND (o.step_status = 'PENDING' OR (o.step_status = 'RETRY_WAIT' AND o.step_next_attempt_at <= now()))
-		RETURNING o.id AS operation_id, o.step_attempt AS attempt, o.request_ref,
+		RETURNING o.id AS operation_id, o.step_attempt AS attempt, o.request_ref, o.request_mac, o.request_size,
 				  o.step_lease_expires_at AS lease_expires_at, o.step_lease_token AS lease_token,
 				  o.step_external_ref AS external_ref,
 				  x.status, o.payment_id, o.correlation_id, o.pipeline_version,
@@ -688,7 +688,9 @@ BEGIN
 						  WHERE sr.operation_id = c.operation_id
 							AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
 							AND sr.operation_id BETWEEN v_lo AND v_hi
-						  ORDER BY rd.position DESC LIMIT 1), c.request_ref) AS input_ref OFFSET 0) inp
+						  ORDER BY rd.position DESC LIMIT 1),
+						payflow._request_ref(c.operation_id, c.request_ref, c.request_mac, c.request_size)) AS input_ref
+		OFFSET 0) inp
 	  -- (within the batch's keys, every key of an operation lying in its own
 	  -- range, payloads.sql: the other days' partitions pruned as above)
 	  LEFT JOIN payflow.payloads p ON inp.input_ref ->> 'store' = 'pg' AND p.key = inp.input_ref ->> 'key'
@@ -876,7 +878,8 @@ BEGIN
 														   AND rd.step_name = sr.step_name
 						  WHERE sr.operation_id = o.id AND (sr.result_ref IS NOT NULL OR sr.result_mac IS NOT NULL)
 							AND sr.operation_id BETWEEN v_lo AND v_hi
-						  ORDER BY rd.position DESC LIMIT 1), o.request_ref) END AS input_ref,
+						  ORDER BY rd.position DESC LIMIT 1),
+					payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size)) END AS input_ref,
 			   i.n, i.result, i.content, i.event_id,
 			   -- the result payload's keyed checksum: step_results keeps it, and
 			   -- the reference is rendered from it (_result_ref)

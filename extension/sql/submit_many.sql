@@ -220,30 +220,31 @@ BEGIN
 				   payflow._traceparent(r.given_trace) AS traceparent
 			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces) WITH ORDINALITY
 				   AS r(payment_id, key, correlation_id, content, priority, given_trace, i)
-		), it AS MATERIALIZED (
-			SELECT ids.*,
-				   jsonb_build_object('store', 'pg', 'key', payflow._payload_key(ids.id, 'request.json'),
-									  'checksum', payflow._checksum_with(k.inner_pad, k.outer_pad, ids.content),
-									  'size', octet_length(ids.content)) AS ref
-			  -- the key read once, not by a _checksum call per item (content_mac.sql)
+		), mac AS MATERIALIZED (
+			-- the key read once, not by a _content_mac call per item (content_mac.sql)
+			SELECT ids.*, payflow._mac_with(k.inner_pad, k.outer_pad, ids.content) AS mac
 			  FROM ids CROSS JOIN payflow._content_key k
+		), it AS MATERIALIZED (
+			-- each request kept as its checksum and size (tables.sql)
+			SELECT mac.*, payflow._request_ref(mac.id, NULL, mac.mac, octet_length(mac.content)) AS ref
+			  FROM mac
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
-											correlation_id, request_ref, status, current_step, pipeline_version,
-											submitted_by, priority, held_step, traceparent)
+											correlation_id, status, current_step, pipeline_version,
+											submitted_by, priority, held_step, traceparent, request_mac, request_size)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
 				   payflow._request_hash(sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content)),
-				   it.correlation_id, it.ref, f.ready_status, f.step_name, f.pipeline_version, session_user,
-				   it.priority, f.held_step, it.traceparent
+				   it.correlation_id, f.ready_status, f.step_name, f.pipeline_version, session_user,
+				   it.priority, f.held_step, it.traceparent, it.mac, octet_length(it.content)
 			  FROM it, f
 			 -- (a sub-select: evaluated once, not once an item)
 			 WHERE (SELECT payflow._within_quota(v_tenant))	-- (tenant_quotas.sql)
 			 ORDER BY it.key COLLATE "C", it.i
 			ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
-			RETURNING id, status, current_step, request_ref
+			RETURNING id, status, current_step
 		), payload AS (
 			INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
-			SELECT op.request_ref ->> 'key', op.id, op.request_ref ->> 'checksum', octet_length(it.content), it.content
+			SELECT it.ref ->> 'key', op.id, it.ref ->> 'checksum', octet_length(it.content), it.content
 			  FROM op JOIN it USING (id)
 		)
 		SELECT payflow._outbox_write_all(

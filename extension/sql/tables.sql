@@ -119,7 +119,7 @@ CREATE TABLE payflow.operations (
 	idempotency_key text COLLATE "C" NOT NULL,
 	request_hash bytea NOT NULL,	-- keyed hash of payment id + details (PF002; content_mac.sql)
 	correlation_id text,
-	request_ref jsonb NOT NULL,
+	request_ref jsonb,		-- NULL when request_mac holds it (below)
 	created_at timestamptz NOT NULL DEFAULT now(),
 	pipeline_version integer NOT NULL DEFAULT payflow._pipeline_version(),	-- started on it, finishes on it
 	current_step text NOT NULL DEFAULT 'PROCESS_PAYMENT',
@@ -131,7 +131,7 @@ CREATE TABLE payflow.operations (
 	payloads_purged_at timestamptz,
 	-- The open step (current_step): 0.4's steps row of it, column for
 	-- column but its input, which is not written twice: the result
-	-- reference of the last step done that has one, else request_ref
+	-- reference of the last step done that has one, else the request's
 	-- (_step_input).  It kept ~190 bytes in every claim's and completion's
 	-- WAL record.
 	step_created_at timestamptz NOT NULL DEFAULT now(),
@@ -166,6 +166,17 @@ CREATE TABLE payflow.operations (
 	held_step text COLLATE "C",
 	-- the W3C traceparent the operation's spans continue (trace_context.sql)
 	traceparent text COLLATE "C",
+	-- The request's reference when submit stored the request (the pg store,
+	-- under the key _payload_key gives): its keyed checksum and size alone,
+	-- which _request_ref renders, as a fast completion's result reference
+	-- (step_results.sql).  The document was 198 of the row's 454 bytes,
+	-- written twice (insert, and the terminal update, which is not HOT).
+	-- Any other reference (submit_ref's) is kept whole in request_ref.
+	-- Last in the row, with what never changes: out of every HOT update's
+	-- logged bytes (above).
+	request_mac bytea,
+	request_size integer,
+	CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL),
 	-- the key first: the admin list's search by payment id reads it for the
 	-- operations whose key is their payment id (admin.sql)
 	CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant)

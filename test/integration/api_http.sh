@@ -139,9 +139,9 @@ op_s3=$(json_field operationId)
 expected_sum=$(pf_payload_checksum "$API_DIR/details.json")
 pf_eq "its reference names S3, the details' keyed checksum and size" \
 	"s3|$expected_sum|$(wc -c <"$API_DIR/details.json" | tr -d ' ')" \
-	"$(q -c "SELECT request_ref->>'store', request_ref->>'checksum', request_ref->>'size' FROM payflow.operations WHERE id = '$op_s3'")"
+	"$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'store', payflow._request_ref(id, request_ref, request_mac, request_size)->>'checksum', payflow._request_ref(id, request_ref, request_mac, request_size)->>'size' FROM payflow.operations WHERE id = '$op_s3'")"
 pf_eq "nothing of it in PostgreSQL" 0 "$(q -c "SELECT count(*) FROM payflow.payloads WHERE operation_id = '$op_s3'")"
-s3_key=$(q -c "SELECT request_ref->>'key' FROM payflow.operations WHERE id = '$op_s3'")
+s3_key=$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'key' FROM payflow.operations WHERE id = '$op_s3'")
 # issue 26, M4: the object is named by the keyed checksum, never by a
 # plain SHA-256 of the request, which would name its card number
 pf_eq "its S3 key is its keyed checksum" "$(pf_request_key "$API_DIR/details.json")" "$s3_key"
@@ -169,13 +169,13 @@ printf '{"paymentId": "%s", "details": %s}' "$P-\\\"details\\\":{tricky" "$trick
 pf_eq "tricky body, sent chunked: 202" 202 \
 	"$(http POST "$S3_URL/payments" "$KEY" -H 'Transfer-Encoding: chunked' --data-binary @"$API_DIR/tricky.json")"
 pf_eq "... the checksum is that of the details exactly" "$(pf_payload_checksum "$API_DIR/tricky.details")" \
-	"$(q -c "SELECT request_ref->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
+	"$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 printf '{"paymentId": "%s-escaped", "d\\u0065tails": %s}' "$P" "$tricky_details" >"$API_DIR/escaped.json"
 pf_eq "a member name written with escapes: 202" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/escaped.json")"
 pf_eq "... the same checksum" "$(pf_payload_checksum "$API_DIR/tricky.details")" \
-	"$(q -c "SELECT request_ref->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
+	"$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'checksum' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 pf_eq "a small body on the S3 instance stays in PostgreSQL" 202 "$(API_URL=$S3_URL post_payment "$KEY" "$P-small" '{"amount": 1}')"
-pf_eq "... (pg reference)" pg "$(q -c "SELECT request_ref->>'store' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
+pf_eq "... (pg reference)" pg "$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'store' FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 pf_eq "details of 300 kB go to S3 on this instance (no PF007)" 202 "$(http POST "$S3_URL/payments" "$KEY" --data-binary @"$API_DIR/mid.json")"
 pf_eq "an unknown key uploads nothing: 401 before S3" 401 "$(http POST "$S3_URL/payments" "bad-key-123" --data-binary @"$API_DIR/s3.json")"
 api_stop "$API_PID"

@@ -340,7 +340,7 @@ mapfile -t PLAIN_HASHES < <(
 		{ printf '%s\0' "$id"; cat "$f"; } | sha256sum | cut -d' ' -f1
 	done
 	q -c "SELECT encode(sha256(p.content), 'hex'), encode(sha256(convert_to(o.payment_id, 'UTF8') || '\x00'::bytea || p.content), 'hex')
-			FROM payflow.operations o JOIN payflow.payloads p ON p.key = o.request_ref ->> 'key' WHERE o.id IN ($IDS)" | tr '|' '\n')
+			FROM payflow.operations o JOIN payflow.payloads p ON p.key = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) ->> 'key' WHERE o.id IN ($IDS)" | tr '|' '\n')
 pf_eq "control: the plain hashes of all 6 requests are known (2 each)" 12 "${#PLAIN_HASHES[@]}"
 leaked=""
 for h in "${PLAIN_HASHES[@]}"; do
@@ -356,7 +356,7 @@ if [ $HAVE_API = 1 ]; then
 	pf_eq "control: the tenant's 4 requests are in S3, named by their keyed checksums" 4 "$in_s3"
 fi
 # (every request of the run: the tenant's in S3, the two submitted in SQL as pg payloads)
-want_sums=$(q -c "SELECT request_ref ->> 'checksum' FROM payflow.operations WHERE id IN ($IDS) ORDER BY 1")
+want_sums=$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size) ->> 'checksum' FROM payflow.operations WHERE id IN ($IDS) ORDER BY 1")
 found_sums=0
 for sum in $want_sums; do
 	grep -qF "$sum" "$CAP/queue-payment-requests.jsonl" && found_sums=$((found_sums + 1))
@@ -369,7 +369,7 @@ fi
 
 # ---- positive controls ----
 q -c "COPY (SELECT convert_from(content, 'UTF8') FROM payflow.payloads
-			WHERE key IN (SELECT request_ref->>'key' FROM payflow.operations WHERE id IN ($IDS))) TO STDOUT" \
+			WHERE key IN (SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'key' FROM payflow.operations WHERE id IN ($IDS))) TO STDOUT" \
 	>"$DIR/control-payloads.txt"
 pf_eq "control: the same search finds the card number in payflow.payloads, where the requests live" \
 	control-payloads.txt "$(found "$CARD" "$DIR/control-payloads.txt")"

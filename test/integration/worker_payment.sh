@@ -45,7 +45,7 @@ legacy -c "SELECT set_fault('slow', payment_id => '$p-long', seconds => 12)" \
 # (the relay only sends after the commit, so lock the row while corrupting)
 bad=$(q -c "BEGIN" -c "SELECT payflow.submit('$p-corrupt', '{\"amount\": 3, \"currency\": \"EUR\"}')" \
 	-c "UPDATE payflow.payloads SET content = convert_to('{\"amount\": 3000, \"currency\": \"EUR\"}', 'UTF8')
-		WHERE key = (SELECT request_ref->>'key' FROM payflow.operations WHERE payment_id = '$p-corrupt')" \
+		WHERE key = (SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'key' FROM payflow.operations WHERE payment_id = '$p-corrupt')" \
 	-c "COMMIT" | grep '^pay_')
 
 happy=()

@@ -21,7 +21,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(71);
+SELECT plan(72);
 
 CREATE ROLE rp_app LOGIN IN ROLE payflow_app;
 CREATE ROLE rp_worker LOGIN IN ROLE payflow_worker;
@@ -240,7 +240,7 @@ SELECT payflow.claim_step(:'op_f', 'PROCESS_PAYMENT', 'rp-setup') IS NOT NULL
 SELECT event_id AS ev_f, body AS body_f FROM payflow.outbox
  WHERE operation_id = :'op_f' AND destination = 'operation-events' \gset
 SELECT payflow.submit('rp-pay-1', '{"amount": 1}') AS op \gset
-SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size)::text AS ref FROM payflow.operations WHERE id = :'op' \gset
 
 ---------------------------------------------------------------------------
 -- Catalog hygiene
@@ -336,6 +336,7 @@ SELECT lives_ok(format($$SELECT * FROM payflow.history(%L)$$, :'op'), 'app reads
 SELECT lives_ok(format($$SELECT * FROM payflow.changes(ARRAY[%L])$$, :'op'), 'app reads the change feed');
 SELECT lives_ok(format($$SELECT payflow.cancel(%L, 'rp')$$, :'op'), 'app cancels');
 SELECT throws_ok($$SELECT request_ref FROM payflow.operations$$, '42501', NULL, 'app cannot read payload references');
+SELECT throws_ok($$SELECT request_mac FROM payflow.operations$$, '42501', NULL, 'app cannot read payload checksums');
 SELECT throws_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'x')$$, :'op'), '42501',
 				 'permission denied for function claim_step', 'app cannot claim steps');
 SELECT throws_ok(format($$SELECT payflow.webhook_target(%L)$$, :'op'), '42501',

@@ -115,7 +115,7 @@ CREATE ROLE tap_worker LOGIN IN ROLE payflow_worker;
 CREATE ROLE tap_admin LOGIN IN ROLE payflow_admin;
 CREATE ROLE tap_nobody LOGIN;
 SELECT payflow.submit('tap-pay-1', '{"amount": 1}') AS op \gset
-SELECT request_ref::text AS ref FROM payflow.operations WHERE id = :'op' \gset
+SELECT payflow._request_ref(id, request_ref, request_mac, request_size)::text AS ref FROM payflow.operations WHERE id = :'op' \gset
 
 -- the application: submit, status, history, cancel; nothing else
 SET ROLE tap_app;

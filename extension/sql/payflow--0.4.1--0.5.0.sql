@@ -247,7 +247,10 @@ REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text) TO payflow_app;
 --@@ include payloads.sql @@
+-- the key's pads as arguments, read once a batch (steps.sql)
+DROP FUNCTION payflow._verified_content(jsonb, bytea);
 --@@ include steps.sql @@
+REVOKE ALL ON FUNCTION payflow._verified_content(bytea, bytea, jsonb, bytea) FROM PUBLIC;
 --@@ include hooks.sql @@
 --@@ include scheduler.sql @@
 --@@ include step_attempts.sql @@

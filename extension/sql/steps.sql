@@ -554,11 +554,18 @@ $$;
 -- were empty when the plan was made (see outbox_claim).
 
 -- A payload's content if it matches the reference's keyed checksum, else
--- NULL (then the worker reads it through payload_get).  STABLE: the key
--- is read from its table (content_mac.sql).
-CREATE OR REPLACE FUNCTION payflow._verified_content(p_ref jsonb, p_content bytea) RETURNS bytea
-	LANGUAGE sql STABLE
-	AS $$ SELECT CASE WHEN payflow._checksum(p_content) = p_ref ->> 'checksum' THEN p_content END $$;
+-- NULL (then the worker reads it through payload_get, which also takes a
+-- plain checksum made before 0.5.0).  The key comes as its two pads
+-- (content_mac.sql): a batch's claim reads them once, and this is inlined
+-- into its statement.
+CREATE OR REPLACE FUNCTION payflow._verified_content(p_inner_pad bytea, p_outer_pad bytea, p_ref jsonb,
+													 p_content bytea)
+	RETURNS bytea
+	LANGUAGE sql IMMUTABLE
+	AS $$
+	SELECT CASE WHEN payflow._checksum_with(p_inner_pad, p_outer_pad, p_content) = p_ref ->> 'checksum'
+				THEN p_content END
+$$;
 
 -- The verified content of a "pg" input reference, else NULL.
 CREATE OR REPLACE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
@@ -567,8 +574,8 @@ CREATE OR REPLACE FUNCTION payflow._inline_input(p_ref jsonb) RETURNS bytea
 BEGIN
 	-- PL/pgSQL, whose plan is kept: as a SQL function reading a table (never
 	-- inlined) each call started an executor of its own (20 us, a claim each)
-	RETURN (SELECT payflow._verified_content(p_ref, p.content)
-			  FROM payflow.payloads p
+	RETURN (SELECT payflow._verified_content(k.inner_pad, k.outer_pad, p_ref, p.content)
+			  FROM payflow.payloads p, payflow._content_key k
 			 WHERE p_ref ->> 'store' = 'pg' AND p.key = p_ref ->> 'key');
 END
 $$;
@@ -672,8 +679,7 @@ BEGIN
 			   'inputField', c.input_field,
 			   'resultName', c.result_name)),
 		   -- _inline_input as a join: a call per row cost 16 us
-		   CASE WHEN payflow._checksum_with(v_inner_pad, v_outer_pad, p.content) = inp.input_ref ->> 'checksum'
-				THEN p.content END
+		   payflow._verified_content(v_inner_pad, v_outer_pad, inp.input_ref, p.content)
 	  FROM c
 	  JOIN i ON i.id = c.operation_id
 	  -- _step_input as a join, for the same reason

@@ -121,20 +121,20 @@ CREATE INDEX operations_payment_id_idx ON payflow.operations (payment_id, id) WH
 ALTER TABLE payflow.operations DROP CONSTRAINT operations_idempotency_key,
 	ADD CONSTRAINT operations_idempotency_key UNIQUE (idempotency_key, tenant);
 
--- The rest of the row, in tables.sql's order, before the steps view
--- (step_results.sql) reads it: the history's numbers (history.sql),
--- dispatch by the database (step_dispatch.sql), the trace context
--- (trace_context.sql), and the request's reference as its checksum and
--- size (the references stored before stay whole in request_ref).
+-- The rest of the row, in tables.sql's order (chosen for the WAL), before
+-- the steps view (step_results.sql) reads it: the history's numbers
+-- (history.sql), dispatch by the database (step_dispatch.sql), the trace
+-- context (trace_context.sql), and the request's reference as its checksum
+-- and size (the references stored before stay whole in request_ref).
 ALTER TABLE payflow.operations
 	ADD COLUMN history_no smallint NOT NULL DEFAULT 1,
 	ADD COLUMN step_claim_no smallint,
-	ADD COLUMN submitted_by text,
-	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
 	ADD COLUMN held_step text COLLATE "C",
+	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
+	ADD COLUMN request_size integer,
+	ADD COLUMN submitted_by text,
 	ADD COLUMN traceparent text COLLATE "C",
 	ADD COLUMN request_mac bytea,
-	ADD COLUMN request_size integer,
 	ALTER COLUMN request_ref DROP NOT NULL,
 	ADD CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL);
 

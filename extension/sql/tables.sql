@@ -152,30 +152,38 @@ CREATE TABLE payflow.operations (
 	-- history_no counts the operation's transitions (its last one's
 	-- number; a history id is _history_id(number)); step_claim_no is the
 	-- number of the claim that moved the open step's status, while the
-	-- attempt that made it runs; submitted_by is who submitted it (NULL for
-	-- an operation submitted before 0.5.0, whose history rows are all
-	-- stored).
+	-- attempt that made it runs.
 	history_no smallint NOT NULL DEFAULT 1,
 	step_claim_no smallint,
-	submitted_by text,
-	-- Dispatch by the database (step_dispatch.sql): the operation's
-	-- priority (submit's; higher first), and, while its open step waits in
-	-- the database for a slot of its step's limit instead of in a queue,
-	-- that step's name.
-	priority smallint NOT NULL DEFAULT 0,
+	-- Dispatch by the database (step_dispatch.sql): while the open step
+	-- waits in the database for a slot of its step's limit instead of in a
+	-- queue, that step's name; and the operation's priority (submit's;
+	-- higher first).
 	held_step text COLLATE "C",
+	priority smallint NOT NULL DEFAULT 0,
+	-- The rest never changes, and its order is chosen for the WAL.  A
+	-- same-page update logs the new row but for the bytes it shares with
+	-- the old one at the start and at the end, compared byte by byte; a
+	-- column whose type is aligned (integer, smallint) moves with the
+	-- padding before it when a column before it changes length, so the
+	-- shared end stops there.  These come last, the aligned ones first, so
+	-- that every update's shared end spans them all (request_size last
+	-- logged 80 more bytes an update).
+	--
+	-- The request's size, and its keyed checksum (request_mac, below), when
+	-- submit stored the request (the pg store, under the key _payload_key
+	-- gives): _request_ref renders its reference from them, as a fast
+	-- completion's result reference (step_results.sql).  The document was
+	-- 198 of the row's 454 bytes, written twice (insert, and the terminal
+	-- update, which is not HOT).  Any other reference (submit_ref's) is
+	-- kept whole in request_ref.
+	request_size integer,
+	-- who submitted it (NULL for an operation submitted before 0.5.0, whose
+	-- history rows are all stored: history.sql)
+	submitted_by text,
 	-- the W3C traceparent the operation's spans continue (trace_context.sql)
 	traceparent text COLLATE "C",
-	-- The request's reference when submit stored the request (the pg store,
-	-- under the key _payload_key gives): its keyed checksum and size alone,
-	-- which _request_ref renders, as a fast completion's result reference
-	-- (step_results.sql).  The document was 198 of the row's 454 bytes,
-	-- written twice (insert, and the terminal update, which is not HOT).
-	-- Any other reference (submit_ref's) is kept whole in request_ref.
-	-- Last in the row, with what never changes: out of every HOT update's
-	-- logged bytes (above).
 	request_mac bytea,
-	request_size integer,
 	CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL),
 	-- the key first: the admin list's search by payment id reads it for the
 	-- operations whose key is their payment id (admin.sql)

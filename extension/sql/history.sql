@@ -44,25 +44,27 @@ $$;
 
 -- Every change of every operation, with 0.4's columns.  Read it by
 -- operation id: each part is then an index probe (history(), changes(),
--- the console).
+-- the console).  The ids are _history_id's, spelt out: a view calls
+-- functions as its reader, and operation_history's reader is the app,
+-- which may call no internal function but _current_tenant.
 CREATE OR REPLACE VIEW payflow._operation_history AS
 	SELECT h.operation_id, h.id, h.from_status, h.to_status, h.reason, h.actor, h.at
 	  FROM payflow.history_events h
 	UNION ALL
-	SELECT o.id, payflow._history_id(1), NULL, f.ready_status, 'submitted', o.submitted_by, o.created_at
+	SELECT o.id, 1000000000000001::bigint, NULL, f.ready_status, 'submitted', o.submitted_by, o.created_at
 	  FROM payflow.operations o
 	  JOIN payflow.step_definitions f ON f.pipeline_version = o.pipeline_version AND f.position = 1
 	 WHERE o.submitted_by IS NOT NULL
 	UNION ALL
 	-- the open step's claim, while the attempt that made it runs
-	SELECT o.id, payflow._history_id(o.step_claim_no), d.ready_status, d.running_status, 'claimed',
+	SELECT o.id, 1000000000000000::bigint + o.step_claim_no, d.ready_status, d.running_status, 'claimed',
 		   o.step_lease_owner, o.step_claimed_at
 	  FROM payflow.operations o
 	  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = o.current_step
 	 WHERE o.step_status = 'RUNNING' AND o.step_claim_no IS NOT NULL
 	UNION ALL
 	-- claims made by attempts that ended without success
-	SELECT a.operation_id, payflow._history_id(a.claim_no), d.ready_status, d.running_status, 'claimed',
+	SELECT a.operation_id, 1000000000000000::bigint + a.claim_no, d.ready_status, d.running_status, 'claimed',
 		   a.worker, a.started_at
 	  FROM payflow.step_attempts a
 	  JOIN payflow.operations o ON o.id = a.operation_id
@@ -71,7 +73,7 @@ CREATE OR REPLACE VIEW payflow._operation_history AS
 	UNION ALL
 	-- the steps done: the claim of the attempt that succeeded, if it moved
 	-- the status, and the completion
-	SELECT r.operation_id, payflow._history_id(c.no), c.from_status, c.to_status, c.reason, r.lease_owner, c.at
+	SELECT r.operation_id, 1000000000000000::bigint + c.no, c.from_status, c.to_status, c.reason, r.lease_owner, c.at
 	  FROM payflow.step_results r
 	  JOIN payflow.operations o ON o.id = r.operation_id
 	  JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = r.step_name

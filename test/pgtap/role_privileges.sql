@@ -21,7 +21,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir setting_probe.psql
-SELECT plan(72);
+SELECT plan(77);
 
 CREATE ROLE rp_app LOGIN IN ROLE payflow_app;
 CREATE ROLE rp_worker LOGIN IN ROLE payflow_worker;
@@ -122,6 +122,19 @@ BEGIN
 END
 $$;
 
+-- Whether the current role reads every row of a view with every column
+-- computed (each row as text, so that none is left out); false on a
+-- refusal.
+CREATE FUNCTION public.rp_view_reads(v regclass) RETURNS boolean
+	LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE format('SELECT sum(length(x::text)) FROM %s x', v);
+	RETURN true;
+EXCEPTION WHEN insufficient_privilege THEN
+	RETURN false;
+END
+$$;
+
 -- what the design grants (DESIGN §1 and the 0.2.0 contract)
 CREATE TEMP TABLE rp_expected (role text, fn text);
 INSERT INTO rp_expected
@@ -196,7 +209,12 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow.clear_step_breaker(text)',
 	'payflow.set_tenant_quota(text,integer)',
 	'payflow.clear_tenant_quota(text)',
-	'payflow.reconcile(jsonb,text[])']);
+	'payflow.reconcile(jsonb,text[])',
+	-- what the admin's views compute with (a view calls functions as its reader)
+	'payflow._payload_key(text,text)',
+	'payflow._result_ref(text,text,jsonb,bytea,integer)',
+	'payflow._request_ref(text,jsonb,bytea,integer)',
+	'payflow._step_input(text,integer,jsonb,bytea,integer,integer)']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
 SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',
@@ -260,9 +278,13 @@ SELECT is(
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.proname ~ '^_'
 		AND (has_function_privilege('payflow_worker', p.oid, 'EXECUTE')
 			 OR has_function_privilege('payflow_admin', p.oid, 'EXECUTE'))),
-	ARRAY['payflow._cron_schedule(text,text,text)', 'payflow._current_tenant()'],
-	'of the internal functions only _current_tenant() (used by the RLS policies) and _cron_schedule '
-	'(used by the scheduling functions, which run as the caller) are executable by a payflow role');
+	ARRAY['payflow._cron_schedule(text,text,text)', 'payflow._current_tenant()',
+		  'payflow._payload_key(text,text)', 'payflow._request_ref(text,jsonb,bytea,integer)',
+		  'payflow._result_ref(text,text,jsonb,bytea,integer)',
+		  'payflow._step_input(text,integer,jsonb,bytea,integer,integer)'],
+	'of the internal functions only _current_tenant() (used by the RLS policies), _cron_schedule '
+	'(used by the scheduling functions, which run as the caller) and what the admin''s views compute '
+	'with (they call functions as their reader) are executable by a payflow role');
 SELECT is(
 	(SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
 	  WHERE p.pronamespace = 'payflow'::regnamespace AND p.prosecdef AND p.proname ~ '^_'),
@@ -353,6 +375,13 @@ SELECT is((SELECT t FROM payflow.authenticate(:'key') t), 'rp-tenant', 'app auth
 SELECT is(payflow.status(:'op_t') ->> 'paymentId', 'rp-pay-t', 'with the key, app reads its tenant''s operation');
 SELECT is((SELECT count(*)::int FROM payflow.operations o WHERE o.id IN (:'op', :'op_t')), 1,
 		  'with the key, row-level security shows the tenant''s row and hides tenant ''''');
+SELECT is_empty($$SELECT v.relname FROM pg_class v
+				   WHERE v.relnamespace = 'payflow'::regnamespace AND v.relkind = 'v'
+					 AND has_table_privilege(v.oid, 'SELECT')
+					 AND NOT public.rp_view_reads(v.oid::regclass)$$,
+				'app reads every column of the views it may select from (operation_history)');
+SELECT cmp_ok((SELECT count(*)::int FROM payflow.operation_history WHERE id IS NOT NULL), '>', 0,
+			  '... its tenant''s history among them');
 RESET ROLE;
 
 ---------------------------------------------------------------------------
@@ -367,7 +396,9 @@ SELECT lives_ok(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'rp-w'
 SELECT lives_ok(format($$SELECT payflow.heartbeat(%L, 'PROCESS_PAYMENT', 'rp-w')$$, :'op_t'), 'worker heartbeats');
 SELECT lives_ok(format($$SELECT payflow.payload_get(request_ref) FROM (SELECT %L::jsonb AS request_ref) r$$, :'ref'), 'worker reads payloads');
 SELECT lives_ok(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'rp-w', '{"tx": 1}')$$, :'op_t'), 'worker completes');
-SELECT lives_ok($$SELECT * FROM payflow.outbox_claim(1, 'rp-relay')$$, 'worker (relay) claims the outbox');
+SELECT lives_ok($$SELECT payflow.outbox_ack(ARRAY(SELECT event_id FROM payflow.outbox_claim(100, 'rp-relay')),
+											  NULL, 'rp-relay')$$,
+				'worker (relay) claims the outbox and acks what it sent');
 SELECT lives_ok($$SELECT payflow.mark_consumed('rp', gen_random_uuid())$$, 'worker marks events consumed');
 SELECT lives_ok($$SELECT payflow.record_dead_letter('q', 'garbage', '{"code": "bad_json"}')$$, 'worker dead-letters a message');
 SELECT is((SELECT payflow.webhook_target(:'op_f', :'ev_f', :'body_f') ->> 'secret'), :'whsec',
@@ -428,6 +459,18 @@ SELECT throws_ok(format($$SELECT payflow.webhook_target(%L, %L, %L)$$, :'op_f', 
 SELECT throws_ok($$SELECT * FROM payflow.api_keys$$, '42501', NULL, 'admin cannot read key hashes, not even by *');
 SELECT is((SELECT count(*)::int FROM payflow.operations WHERE id IN (:'op', :'op_t')), 2,
 		  'admin sees the operations of every tenant');
+-- every column of every view the admin may read, computed (each row as
+-- text): a view calls functions as its reader, and one the admin may not
+-- call refused the whole read
+SELECT is_empty($$SELECT v.relname FROM pg_class v
+				   WHERE v.relnamespace = 'payflow'::regnamespace AND v.relkind = 'v'
+					 AND has_table_privilege(v.oid, 'SELECT')
+					 AND NOT public.rp_view_reads(v.oid::regclass)$$,
+				'admin reads every column of every view it may select from');
+SELECT cmp_ok((SELECT count(*)::int FROM payflow.steps WHERE input_ref IS NOT NULL AND result_ref IS NOT NULL), '>', 0,
+			  '... the steps view''s references among them');
+SELECT cmp_ok((SELECT count(*)::int FROM payflow.outbox_published WHERE event_type IS NOT NULL), '>', 0,
+			  '... and the published events'' types');
 RESET ROLE;
 
 ---------------------------------------------------------------------------

@@ -12,13 +12,21 @@ SELECT count(*) AS submitted_many FROM payflow.submit_many(
 	  {"payment_id": "rendered-m2", "details": {"amount": 6}, "correlation_id": "corr-m2"}]');
 SELECT array_agg(id ORDER BY payment_id) AS ops FROM payflow.operations WHERE payment_id LIKE 'rendered-%' \gset
 
--- each operation's events as the log renders them and as the relays get them
+-- each operation's events as the log renders them and as the relays get
+-- them: the body, and the type, queue and message group (the log keeps
+-- none of the three of a rendered event: _outbox_event_route)
 CREATE FUNCTION pg_temp.rendered_events(p_ops text[])
-	RETURNS TABLE (event_type text, rendered smallint, events bigint, body_kept bigint, same_body bigint)
+	RETURNS TABLE (event_type text, rendered smallint, events bigint, body_kept bigint, same_body bigint,
+				   route_kept bigint, same_route bigint)
 	LANGUAGE sql AS $$
-	SELECT l.event_type, l.rendered, count(*), count(l.body),
-		   count(*) FILTER (WHERE payflow._outbox_event_body(l) = w.body)
+	SELECT r.event_type, l.rendered, count(*), count(l.body),
+		   count(*) FILTER (WHERE payflow._outbox_event_body(l) = w.body),
+		   count(*) FILTER (WHERE l.event_type IS NOT NULL OR l.destination IS NOT NULL
+								  OR l.message_group_id IS NOT NULL),
+		   count(*) FILTER (WHERE (r.event_type, r.destination, r.message_group_id)
+								  = (w.event_type, w.destination, w.message_group_id))
 	  FROM payflow.outbox w JOIN payflow.outbox_events l ON l.seq = w.seq
+	 CROSS JOIN LATERAL payflow._outbox_event_route(l) r
 	 WHERE w.operation_id = ANY (p_ops)
 	 GROUP BY 1, 2 ORDER BY 2, 1
 $$;
@@ -73,7 +81,8 @@ SELECT * FROM pf_try(:'forged');
 -- an operation gone (purged while its events waited): nothing to render
 BEGIN;
 DELETE FROM payflow.operations WHERE id = (:'ops'::text[])[1];
-SELECT l.event_type, payflow._outbox_event_body(l) IS NULL AS no_body
+SELECT l.rendered, payflow._outbox_event_body(l) IS NULL AS no_body,
+	   (payflow._outbox_event_route(l)).event_type IS NULL AS no_route
   FROM payflow.outbox_events l WHERE l.operation_id = (:'ops'::text[])[1] ORDER BY l.seq;
 ROLLBACK;
 

@@ -79,7 +79,8 @@ SELECT c.answer ->> 'status' AS status, c.answer ->> 'eventType' AS event_type
 SELECT o.status, o.result ->> 'invoiceId' AS invoice, o.terminal_at IS NOT NULL AS terminal,
 	   e.body ->> 'status' AS event_status, e.body -> 'result' ->> 'invoiceId' AS event_result,
 	   (SELECT count(*) FROM payflow.outbox_events l WHERE l.operation_id = o.id
-		   AND l.destination = 'operation-events' AND payflow._outbox_event_body(l) = e.body) AS published
+		   AND (payflow._outbox_event_route(l)).destination = 'operation-events'
+		   AND payflow._outbox_event_body(l) = e.body) AS published
   FROM payflow.operations o JOIN payflow.outbox e ON e.operation_id = o.id AND e.event_type = 'OperationCompleted'
  WHERE o.id = :'op1';
 

@@ -67,9 +67,10 @@ BEGIN
 		'events', (
 			SELECT coalesce(jsonb_agg(e.doc ORDER BY e.at, e.doc ->> 'eventId'), '[]')
 			  FROM (SELECT p.published_at AS at, jsonb_build_object(
-							   'eventId', l.event_id, 'eventType', l.event_type, 'destination', l.destination,
+							   'eventId', l.event_id, 'eventType', r.event_type, 'destination', r.destination,
 							   'messageId', p.message_id, 'publishedAt', payflow._iso(p.published_at)) AS doc
 					  FROM payflow.outbox_events l
+					  CROSS JOIN LATERAL payflow._outbox_event_route(l) r
 					  -- its batch: block ranges of both seqs (outbox_batches_seq_idx)
 					  CROSS JOIN LATERAL (
 							SELECT b.published_at, b.message_ids[array_position(b.seqs, l.seq)] AS message_id

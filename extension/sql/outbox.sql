@@ -67,6 +67,7 @@ CREATE OR REPLACE FUNCTION payflow._rendered_event_body(e payflow.outbox_events)
 	AS $$
 DECLARE
 	o payflow.operations;
+	v_type text;
 	v_extra jsonb;
 	v_attempt integer := 1;
 BEGIN
@@ -75,24 +76,28 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	IF e.rendered = 0 THEN
-		-- the completed event: the last step's done status and attempt, and
-		-- the operation's result
-		SELECT jsonb_build_object('status', d.done_status, 'result', o.result), sr.attempt
-		  INTO v_extra, v_attempt
-		  FROM payflow.step_definitions d
+		-- the completed event: the version's, the last step's done status
+		-- and attempt, and the operation's result
+		SELECT p.completed_event, jsonb_build_object('status', d.done_status, 'result', o.result), sr.attempt
+		  INTO v_type, v_extra, v_attempt
+		  FROM payflow.pipelines p
+		  JOIN payflow.step_definitions d ON d.pipeline_version = p.version
 		  JOIN payflow.step_results sr ON sr.operation_id = o.id AND sr.step_name = d.step_name
-		 WHERE d.pipeline_version = o.pipeline_version
+		 WHERE p.version = o.pipeline_version
 		 ORDER BY d.position DESC LIMIT 1;
 	ELSE
-		-- a step's request: its input, as the steps before it left it
-		SELECT jsonb_build_object(d.input_field,
+		-- a step's request: its request event, and its input as the steps
+		-- before it left it
+		SELECT d.request_event,
+			   jsonb_build_object(d.input_field,
 								  payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac,
 													  o.request_size, e.rendered))
-		  INTO v_extra
+		  INTO v_type, v_extra
 		  FROM payflow.step_definitions d
 		 WHERE d.pipeline_version = o.pipeline_version AND d.position = e.rendered;
 	END IF;
-	RETURN payflow._event_envelope(e.event_id, e.operation_id, e.event_type, e.created_at)
+	-- (the type the log kept, for a row written before it kept none)
+	RETURN payflow._event_envelope(e.event_id, e.operation_id, coalesce(e.event_type, v_type), e.created_at)
 		   || jsonb_build_object('paymentId', o.payment_id, 'attempt', v_attempt, 'correlationId', o.correlation_id)
 		   || v_extra;
 END
@@ -147,9 +152,10 @@ BEGIN
 	-- take its xid).  Every caller has written before, so this is a lookup.
 	PERFORM pg_catalog.pg_current_xact_id();
 	-- The log and the work list, one seq each event, drawn in the order
-	-- of the arrays (per-payment order).  The log keeps no body of a
-	-- rendered event, and a body without the envelope its columns hold of
-	-- the others; the work list (no WAL) the whole body.
+	-- of the arrays (per-payment order).  The log keeps no body, type,
+	-- destination or group of a rendered event (_outbox_event_route), and
+	-- a body without the envelope its columns hold of the others; the work
+	-- list (no WAL) the whole event.
 	WITH ev AS MATERIALIZED (
 		SELECT nextval('payflow.outbox_seq_seq') AS seq, e.*,
 			   e.rendered IS NULL
@@ -164,8 +170,11 @@ BEGIN
 	), logged AS (
 		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,
 										   enveloped, rendered, body)
-		SELECT ev.seq, ev.event_id, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.enveloped,
-			   ev.rendered,
+		SELECT ev.seq, ev.event_id, ev.operation_id,
+			   CASE WHEN ev.rendered IS NULL THEN ev.event_type END,
+			   CASE WHEN ev.rendered IS NULL THEN ev.destination END,
+			   CASE WHEN ev.rendered IS NULL THEN ev.message_group_id END,
+			   ev.enveloped, ev.rendered,
 			   CASE WHEN ev.rendered IS NOT NULL THEN NULL
 					WHEN ev.enveloped
 					THEN ev.body - ARRAY['eventType', 'eventVersion', 'eventId', 'operationId', 'createdAt']
@@ -263,12 +272,13 @@ BEGIN
 		 WHERE d.source = 'event' AND d.error ? 'eventId'
 	)
 	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body, created_at)
-	SELECT e.event_id, e.seq, e.operation_id, e.event_type, e.destination, e.message_group_id,
+	SELECT e.event_id, e.seq, e.operation_id, r.event_type, r.destination, r.message_group_id,
 		   b.body, e.created_at
 	  FROM payflow.outbox_events e
 	  -- (no body: a rendered event whose operation was purged meanwhile,
 	  -- relays down past its retention; nobody is left to tell)
 	 CROSS JOIN LATERAL (SELECT payflow._outbox_event_body(e) AS body) b
+	 CROSS JOIN LATERAL payflow._outbox_event_route(e) r
 	 WHERE e.seq >= v_from AND b.body IS NOT NULL
 	   AND NOT EXISTS (SELECT FROM published p WHERE p.seq = e.seq)
 	   AND NOT EXISTS (SELECT FROM refused r WHERE r.event_id = e.event_id::text)
@@ -532,7 +542,8 @@ BEGIN
 	-- the body names the event: a log row with that body is that event
 	IF v_body IS NULL OR v_body ->> 'eventId' IS DISTINCT FROM p_event_id::text OR NOT (
 		EXISTS (SELECT FROM payflow.outbox_events e		-- by operation: one partition's index
-				 WHERE e.operation_id = p_operation_id AND e.destination = 'operation-events'
+				 WHERE e.operation_id = p_operation_id
+				   AND (e.destination = 'operation-events' OR e.rendered = 0)	-- (0: the completed event)
 				   AND payflow._outbox_event_body(e) = v_body)
 		OR EXISTS (SELECT FROM payflow.operation_events e
 					WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id

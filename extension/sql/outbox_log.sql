@@ -8,9 +8,11 @@ CREATE TABLE payflow.outbox_events (
 	seq bigint NOT NULL,
 	event_id uuid NOT NULL,
 	operation_id text COLLATE "C" NOT NULL,
-	event_type text NOT NULL,
-	destination text NOT NULL,
-	message_group_id text COLLATE "C" NOT NULL,
+	-- NULL for a rendered event (below): its step's definition names its
+	-- type and destination, its payment its group (_outbox_event_route)
+	event_type text,
+	destination text,
+	message_group_id text COLLATE "C",
 	created_at timestamptz NOT NULL DEFAULT now(),
 	-- enveloped: body lacks the envelope fields the columns above hold
 	-- (eventType, eventVersion, eventId, operationId, createdAt), some 190
@@ -85,11 +87,44 @@ CREATE TABLE payflow.outbox_batches_default PARTITION OF payflow.outbox_batches 
 CREATE INDEX outbox_batches_default_at_idx ON payflow.outbox_batches_default USING brin (published_at);
 CREATE INDEX outbox_batches_default_seq_idx ON payflow.outbox_batches_default USING brin (first_seq, last_seq);
 
+-- An event's type, destination and message group.  The log keeps them
+-- only for the events it keeps a body of: a rendered event's (submit's,
+-- submit_many's and a fast completion's requests, and the completed
+-- event) follow from write-once rows, as its body does (outbox.sql's
+-- _rendered_event_body): the step at its position of the operation's
+-- pipeline version (its request event and queue), or the version's
+-- completed event to operation-events, and the payment's group.  They
+-- were some 50 bytes of each of an operation's four rows.  NULLs once
+-- the operation is purged.
+CREATE OR REPLACE FUNCTION payflow._outbox_event_route(e payflow.outbox_events, OUT event_type text,
+													   OUT destination text, OUT message_group_id text)
+	LANGUAGE plpgsql STABLE
+	AS $$
+BEGIN
+	IF e.event_type IS NOT NULL OR e.rendered IS NULL THEN
+		event_type := e.event_type;
+		destination := e.destination;
+		message_group_id := e.message_group_id;
+		RETURN;
+	END IF;
+	SELECT CASE WHEN e.rendered = 0 THEN p.completed_event ELSE d.request_event END,
+		   CASE WHEN e.rendered = 0 THEN 'operation-events' ELSE d.destination END,
+		   payflow._message_group_id(o.payment_id)
+	  INTO event_type, destination, message_group_id
+	  FROM payflow.operations o
+	  JOIN payflow.pipelines p ON p.version = o.pipeline_version
+	  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.position = e.rendered
+	 WHERE o.id = e.operation_id;
+END
+$$;
+REVOKE ALL ON FUNCTION payflow._outbox_event_route(payflow.outbox_events) FROM PUBLIC;
+
 -- The published events with their SQS message ids, a row each (0.4's
 -- table of that name, now derived from the batches and the log).
 CREATE VIEW payflow.outbox_published AS
-SELECT e.event_id, e.operation_id, e.event_type, e.destination, p.message_id, b.published_at
+SELECT e.event_id, e.operation_id, r.event_type, r.destination, p.message_id, b.published_at
   FROM payflow.outbox_batches b
  CROSS JOIN LATERAL unnest(b.seqs, b.message_ids) AS p(seq, message_id)
-  JOIN payflow.outbox_events e ON e.seq = p.seq;
+  JOIN payflow.outbox_events e ON e.seq = p.seq
+ CROSS JOIN LATERAL payflow._outbox_event_route(e) r;
 

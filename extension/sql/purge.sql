@@ -136,7 +136,8 @@ BEGIN
 	)
 	SELECT coalesce(sum(n), 0) INTO v_published FROM gone;
 	WITH span AS MATERIALIZED (
-		SELECT e.seq, e.destination, e.created_at < now() - payflow._seconds('retention_published') AS old
+		SELECT e.seq, e.destination, e.rendered,
+			   e.created_at < now() - payflow._seconds('retention_published') AS old
 		  FROM payflow.outbox_events_default e, payflow.outbox_position p
 		 WHERE e.seq >= p.purged_below AND e.seq < p.done_below
 		 ORDER BY e.seq LIMIT max_rows
@@ -144,7 +145,9 @@ BEGIN
 		SELECT coalesce(min(s.seq) FILTER (WHERE NOT s.old), max(s.seq) + 1) AS below FROM span s
 	), gone AS (
 		DELETE FROM payflow.outbox_events_default e USING span s, reach r
-		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below AND s.destination <> 'operation-events'
+		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below
+		   -- (a rendered event keeps no destination: 0 is the completed one)
+		   AND s.destination IS DISTINCT FROM 'operation-events' AND s.rendered IS DISTINCT FROM 0
 		RETURNING 1
 	), moved AS (
 		UPDATE payflow.outbox_position p SET purged_below = r.below FROM reach r WHERE r.below > p.purged_below

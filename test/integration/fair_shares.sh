@@ -50,7 +50,7 @@ awk -v a="$started" -v b="$EPOCHREALTIME" -v n="$BURST" 'BEGIN { printf "# %d su
 # one snapshot: requests sent, calls done, operations held
 IFS='|' read -r sent paid held <<<"$(q -c "
 	SELECT (SELECT count(*) FROM payflow.outbox_events e JOIN payflow.operations o ON o.id = e.operation_id
-			 WHERE o.payment_id LIKE '$p-a-%' AND e.event_type = 'PaymentRequested'),
+			 WHERE o.payment_id LIKE '$p-a-%' AND (payflow._outbox_event_route(e)).event_type = 'PaymentRequested'),
 		   (SELECT count(*) FROM payflow.step_results r JOIN payflow.operations o ON o.id = r.operation_id
 			 WHERE o.payment_id LIKE '$p-a-%' AND r.step_name = 'PROCESS_PAYMENT'),
 		   (SELECT count(*) FROM payflow.operations WHERE payment_id LIKE '$p-a-%' AND held_step IS NOT NULL)")"

@@ -214,7 +214,9 @@ SELECT 'admin', unnest(ARRAY[
 	'payflow._payload_key(text,text)',
 	'payflow._result_ref(text,text,jsonb,bytea,integer)',
 	'payflow._request_ref(text,jsonb,bytea,integer)',
-	'payflow._step_input(text,integer,jsonb,bytea,integer,integer)']);
+	'payflow._step_input(text,integer,jsonb,bytea,integer,integer)',
+	'payflow._outbox_event_route(payflow.outbox_events)',
+	'payflow._message_group_id(text)']);
 -- payflow_worker is the union of one role per kind of edge process
 INSERT INTO rp_expected
 SELECT 'relay', unnest(ARRAY['payflow.outbox_claim(integer,text,integer)', 'payflow.outbox_ack(uuid[],text[],text)',
@@ -279,6 +281,7 @@ SELECT is(
 		AND (has_function_privilege('payflow_worker', p.oid, 'EXECUTE')
 			 OR has_function_privilege('payflow_admin', p.oid, 'EXECUTE'))),
 	ARRAY['payflow._cron_schedule(text,text,text)', 'payflow._current_tenant()',
+		  'payflow._message_group_id(text)', 'payflow._outbox_event_route(payflow.outbox_events)',
 		  'payflow._payload_key(text,text)', 'payflow._request_ref(text,jsonb,bytea,integer)',
 		  'payflow._result_ref(text,text,jsonb,bytea,integer)',
 		  'payflow._step_input(text,integer,jsonb,bytea,integer,integer)'],

@@ -140,6 +140,20 @@ SELECT p -> 'partitions' -> 'busy' AS busy FROM payflow.purge() p;
 SELECT count(*) AS ahead FROM payflow._day_partitions()
  WHERE day BETWEEN (now() AT TIME ZONE 'UTC')::date AND (now() AT TIME ZONE 'UTC')::date + 1;
 SELECT count(*) AS beyond FROM payflow._day_partitions() WHERE day > (now() AT TIME ZONE 'UTC')::date + 1;
+-- a new partition's block-range index leaves its first range unsummarized,
+-- so that an insert there writes nothing to it (summarizing it now is
+-- summarizing one range; made on the empty table, it was summarized
+-- already, and each insert widened the summary, a WAL record each)
+BEGIN;
+SELECT payflow._make_day_partition('outbox_events', '', (now() AT TIME ZONE 'UTC')::date + 40) AS made;
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, body)
+SELECT -1, gen_random_uuid(), payflow._day_id_floor((now() AT TIME ZONE 'UTC')::date + 40) || '0', 'T', 'd', 'g', '{}';
+SELECT c.relname ~ '_seq_idx$' AS seq_index, brin_summarize_range(c.oid::regclass, 0) AS ranges_summarized_now
+  FROM payflow._day_partitions() p
+  JOIN pg_index i ON i.indrelid = ('payflow.' || p.name)::regclass
+  JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+ WHERE p.parent = 'outbox_events' AND p.day = (now() AT TIME ZONE 'UTC')::date + 40 AND a.amname = 'brin';
+ROLLBACK;
 -- they are not the extension's (pg_dump keeps them with their rows); the
 -- default partitions are, and marked for pg_dump (where payflow is an
 -- extension: the plain SQL install's tables are all dumped)

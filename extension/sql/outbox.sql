@@ -67,7 +67,6 @@ CREATE OR REPLACE FUNCTION payflow._rendered_event_body(e payflow.outbox_events)
 	AS $$
 DECLARE
 	o payflow.operations;
-	v_type text;
 	v_extra jsonb;
 	v_attempt integer := 1;
 BEGIN
@@ -76,28 +75,26 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	IF e.rendered = 0 THEN
-		-- the completed event: the version's, the last step's done status
-		-- and attempt, and the operation's result
-		SELECT p.completed_event, jsonb_build_object('status', d.done_status, 'result', o.result), sr.attempt
-		  INTO v_type, v_extra, v_attempt
-		  FROM payflow.pipelines p
-		  JOIN payflow.step_definitions d ON d.pipeline_version = p.version
+		-- the completed event: the last step's done status and attempt, and
+		-- the operation's result
+		SELECT jsonb_build_object('status', d.done_status, 'result', o.result), sr.attempt
+		  INTO v_extra, v_attempt
+		  FROM payflow.step_definitions d
 		  JOIN payflow.step_results sr ON sr.operation_id = o.id AND sr.step_name = d.step_name
-		 WHERE p.version = o.pipeline_version
+		 WHERE d.pipeline_version = o.pipeline_version
 		 ORDER BY d.position DESC LIMIT 1;
 	ELSE
-		-- a step's request: its request event, and its input as the steps
-		-- before it left it
-		SELECT d.request_event,
-			   jsonb_build_object(d.input_field,
+		-- a step's request: its input, as the steps before it left it
+		SELECT jsonb_build_object(d.input_field,
 								  payflow._step_input(o.id, o.pipeline_version, o.request_ref, o.request_mac,
 													  o.request_size, e.rendered))
-		  INTO v_type, v_extra
+		  INTO v_extra
 		  FROM payflow.step_definitions d
 		 WHERE d.pipeline_version = o.pipeline_version AND d.position = e.rendered;
 	END IF;
-	-- (the type the log kept, for a row written before it kept none)
-	RETURN payflow._event_envelope(e.event_id, e.operation_id, coalesce(e.event_type, v_type), e.created_at)
+	-- its type, as the log would have kept it (outbox_log.sql)
+	RETURN payflow._event_envelope(e.event_id, e.operation_id, (payflow._outbox_event_route(e)).event_type,
+								   e.created_at)
 		   || jsonb_build_object('paymentId', o.payment_id, 'attempt', v_attempt, 'correlationId', o.correlation_id)
 		   || v_extra;
 END

@@ -101,7 +101,7 @@ CREATE OR REPLACE FUNCTION payflow._outbox_event_route(e payflow.outbox_events, 
 	LANGUAGE plpgsql STABLE
 	AS $$
 BEGIN
-	IF e.event_type IS NOT NULL OR e.rendered IS NULL THEN
+	IF e.rendered IS NULL THEN
 		event_type := e.event_type;
 		destination := e.destination;
 		message_group_id := e.message_group_id;

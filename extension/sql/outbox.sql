@@ -122,6 +122,9 @@ CREATE OR REPLACE FUNCTION payflow._message_group_id(payment_id text) RETURNS te
 	SELECT CASE WHEN length(payment_id) <= 128 AND payment_id ~ '^[!-~]+$' THEN payment_id
 				ELSE 'sha256:' || encode(sha256(convert_to(payment_id, 'UTF8')), 'hex') END
 $$;
+-- outbox_published (outbox_log.sql) calls these as its reader, the admin
+GRANT EXECUTE ON FUNCTION payflow._outbox_event_route(payflow.outbox_events), payflow._message_group_id(text)
+	TO payflow_admin;
 
 -- The one writer of the outbox: every event payflow publishes is written
 -- here, a batch of them in one statement (a completion of ten steps writes

@@ -404,12 +404,3 @@ REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() F
 -- keep their "sha256:" checksums, which stay readable.
 --@@ include content_mac.sql @@
 UPDATE payflow.operations SET request_hash = payflow._request_hash(request_hash);
-
--- What the views compute with, for their readers (payflow.sql says why)
-GRANT EXECUTE ON FUNCTION payflow._payload_key(text, text),
-	payflow._result_ref(text, text, jsonb, bytea, integer),
-	payflow._request_ref(text, jsonb, bytea, integer),
-	payflow._step_input(text, integer, jsonb, bytea, integer, integer),
-	payflow._outbox_event_route(payflow.outbox_events),
-	payflow._message_group_id(text)
-	TO payflow_admin;

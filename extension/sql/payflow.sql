@@ -220,19 +220,9 @@ GRANT EXECUTE ON PROCEDURE payflow.run_scheduler_for(integer) TO payflow_admin;
 -- jobs), and so does the helper they share.
 GRANT EXECUTE ON FUNCTION payflow._cron_schedule(text, text, text) TO payflow_admin;
 GRANT SELECT ON ALL TABLES IN SCHEMA payflow TO payflow_admin;
--- A view calls functions as its reader, whatever its owner may: these are
--- the ones the admin's views (steps, outbox_published) compute with, pure
--- or reading only what the admin may read (a result's or request's
--- reference, a step's input, an event's route).  Without them every read
--- of those columns was refused.  (The app's view, operation_history,
--- calls none but _current_tenant: history.sql.)
-GRANT EXECUTE ON FUNCTION payflow._payload_key(text, text),
-	payflow._result_ref(text, text, jsonb, bytea, integer),
-	payflow._request_ref(text, jsonb, bytea, integer),
-	payflow._step_input(text, integer, jsonb, bytea, integer, integer),
-	payflow._outbox_event_route(payflow.outbox_events),
-	payflow._message_group_id(text)
-	TO payflow_admin;
+-- (The views call functions as their reader: the admin may call the ones
+-- its views compute with, granted beside each view: step_results.sql,
+-- outbox.sql.)
 REVOKE SELECT ON payflow.api_keys FROM payflow_admin;
 GRANT SELECT (id, tenant, name, created_at, revoked_at) ON payflow.api_keys TO payflow_admin;
 REVOKE SELECT ON payflow.webhooks FROM payflow_admin;

@@ -130,3 +130,10 @@ CREATE VIEW payflow.steps AS
 		   CASE WHEN o.step_status IN ('FAILED', 'CANCELLED') THEN o.terminal_at END
 	  FROM payflow.operations o
 	 WHERE o.step_status <> 'SUCCEEDED';
+-- A view calls functions as its reader, whatever its owner may: the admin,
+-- who reads this one, may call the pure renderers it computes with.
+GRANT EXECUTE ON FUNCTION payflow._payload_key(text, text),
+	payflow._result_ref(text, text, jsonb, bytea, integer),
+	payflow._request_ref(text, jsonb, bytea, integer),
+	payflow._step_input(text, integer, jsonb, bytea, integer, integer)
+	TO payflow_admin;

@@ -220,14 +220,13 @@ BEGIN
 				   payflow._traceparent(r.given_trace) AS traceparent
 			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces) WITH ORDINALITY
 				   AS r(payment_id, key, correlation_id, content, priority, given_trace, i)
-		), mac AS MATERIALIZED (
-			-- the key read once, not by a _content_mac call per item (content_mac.sql)
-			SELECT ids.*, payflow._mac_with(k.inner_pad, k.outer_pad, ids.content) AS mac
-			  FROM ids CROSS JOIN payflow._content_key k
 		), it AS MATERIALIZED (
-			-- each request kept as its checksum and size (tables.sql)
-			SELECT mac.*, payflow._request_ref(mac.id, NULL, mac.mac, octet_length(mac.content)) AS ref
-			  FROM mac
+			-- each request kept as its checksum and size (tables.sql), the key
+			-- read once, not by a _content_mac call per item (content_mac.sql)
+			SELECT ids.*, m.mac, payflow._request_ref(ids.id, NULL, m.mac, octet_length(ids.content)) AS ref
+			  FROM ids CROSS JOIN payflow._content_key k
+			 -- (OFFSET 0: computed once an item, not copied into each use)
+			 CROSS JOIN LATERAL (SELECT payflow._mac_with(k.inner_pad, k.outer_pad, ids.content) AS mac OFFSET 0) m
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
 											correlation_id, status, current_step, pipeline_version,

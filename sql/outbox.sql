@@ -83,13 +83,19 @@ SELECT * FROM pf_try($$SELECT payflow.outbox_nack(NULL, 'x')$$);
 -- purge and the log: published rows go once retention_published passed,
 -- read in seq order from outbox_position.purged_below up to the first row
 -- not old enough; terminal events (operation-events) stay for their
--- operation, and are not read again by later calls.
+-- operation, and are not read again by later calls.  A rendered event keeps
+-- no destination (outbox_log.sql): 5 is a completed event (rendered 0), 6
+-- a step's request.
 TRUNCATE payflow.outbox, payflow.outbox_events, payflow.outbox_batches, payflow.outbox_position;
-INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at, body)
-SELECT 1000 + n, gen_random_uuid(), 'op-purge', 'E', d, 'g', now() - age, '{}'
-  FROM (VALUES (1, 'payment-requests', interval '2 hours'), (2, 'operation-events', interval '2 hours'),
-			   (3, 'payment-requests', interval '1 minute'), (4, 'payment-requests', interval '2 hours')) v(n, d, age);
-INSERT INTO payflow.outbox_position (done_below) VALUES (1005);
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at,
+								   rendered, body)
+SELECT 1000 + n, gen_random_uuid(), 'op-purge', CASE WHEN r IS NULL THEN 'E' END, d, CASE WHEN r IS NULL THEN 'g' END,
+	   now() - age, r, CASE WHEN r IS NULL THEN '{}'::jsonb END
+  FROM (VALUES (1, 'payment-requests', NULL::smallint, interval '2 hours'),
+			   (2, 'operation-events', NULL, interval '2 hours'),
+			   (3, 'payment-requests', NULL, interval '1 minute'), (4, 'payment-requests', NULL, interval '2 hours'),
+			   (5, NULL, 0, interval '2 hours'), (6, NULL, 2, interval '2 hours')) v(n, d, r, age);
+INSERT INTO payflow.outbox_position (done_below) VALUES (1007);
 SELECT p ->> 'more' AS more FROM payflow.purge() p;
 SELECT string_agg((seq - 1000)::text, ',' ORDER BY seq) AS kept, (SELECT purged_below - 1000 FROM payflow.outbox_position) AS purged_below
   FROM payflow.outbox_events;

@@ -543,7 +543,7 @@ BEGIN
 	IF v_body IS NULL OR v_body ->> 'eventId' IS DISTINCT FROM p_event_id::text OR NOT (
 		EXISTS (SELECT FROM payflow.outbox_events e		-- by operation: one partition's index
 				 WHERE e.operation_id = p_operation_id
-				   AND (e.destination = 'operation-events' OR e.rendered = 0)	-- (0: the completed event)
+				   AND payflow._operation_event(e.destination, e.rendered)
 				   AND payflow._outbox_event_body(e) = v_body)
 		OR EXISTS (SELECT FROM payflow.operation_events e
 					WHERE e.event_id = p_event_id AND e.operation_id = p_operation_id

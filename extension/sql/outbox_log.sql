@@ -117,7 +117,15 @@ BEGIN
 	 WHERE o.id = e.operation_id;
 END
 $$;
-REVOKE ALL ON FUNCTION payflow._outbox_event_route(payflow.outbox_events) FROM PUBLIC;
+-- Whether a log row is an operation's terminal event (to operation-events),
+-- which stays as long as its operation for the webhook check (PF008) and
+-- which purge's pass over published events leaves: a rendered one keeps no
+-- destination, and 0 is its completed event (above).  Inlined.
+CREATE OR REPLACE FUNCTION payflow._operation_event(p_destination text, p_rendered smallint) RETURNS boolean
+	LANGUAGE sql IMMUTABLE
+	AS $$ SELECT coalesce(p_destination = 'operation-events' OR p_rendered = 0, false) $$;
+REVOKE ALL ON FUNCTION payflow._outbox_event_route(payflow.outbox_events),
+	payflow._operation_event(text, smallint) FROM PUBLIC;
 
 -- The published events with their SQS message ids, a row each (0.4's
 -- table of that name, now derived from the batches and the log).

@@ -145,9 +145,7 @@ BEGIN
 		SELECT coalesce(min(s.seq) FILTER (WHERE NOT s.old), max(s.seq) + 1) AS below FROM span s
 	), gone AS (
 		DELETE FROM payflow.outbox_events_default e USING span s, reach r
-		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below
-		   -- (a rendered event keeps no destination: 0 is the completed one)
-		   AND s.destination IS DISTINCT FROM 'operation-events' AND s.rendered IS DISTINCT FROM 0
+		 WHERE e.seq = s.seq AND s.old AND s.seq < r.below AND NOT payflow._operation_event(s.destination, s.rendered)
 		RETURNING 1
 	), moved AS (
 		UPDATE payflow.outbox_position p SET purged_below = r.below FROM reach r WHERE r.below > p.purged_below

@@ -89,6 +89,7 @@ trap 'pf_cluster_destroy; rm -rf "$skip_dir"' EXIT
 pf_cluster_start
 
 failed=0
+failed_names=()	# what failed, named again at the very end (CI shows the tail)
 check_started=$SECONDS
 timings=()
 # skips_of FILE TIER: FILE's skip lines, each prefixed with its tier, into the list
@@ -113,6 +114,7 @@ run_tier() {
 	if ! "$@"; then
 		echo "!! $name FAILED"
 		failed=1
+		failed_names+=("$name")
 	fi
 	timings+=("$((SECONDS - started)) s  $name$(skip_note "$PF_SKIP_LOG")")
 	skips_of "$PF_SKIP_LOG" "$name"
@@ -150,6 +152,7 @@ collect_bg() {
 		if [ "$rc" != 0 ]; then
 			echo "!! $name FAILED"
 			failed=1
+			failed_names+=("$name")
 		fi
 		timings+=("$secs s  $name (in the background)$(skip_note "$bg_dir/$name.skips")")
 		skips_of "$bg_dir/$name.skips" "$name"
@@ -215,7 +218,10 @@ collect_lanes() {
 	for n in "${lane_numbers[@]}"; do
 		echo "== lane $n (ran in the background)"
 		cat "$bg_dir/lane-$n.log"
-		[ -f "$bg_dir/lane-$n.failed" ] && failed=1
+		if [ -f "$bg_dir/lane-$n.failed" ]; then
+			failed=1
+			mapfile -t -O "${#failed_names[@]}" failed_names <"$bg_dir/lane-$n.failed"
+		fi
 		[ -f "$bg_dir/lane-$n.timings" ] && mapfile -t -O "${#timings[@]}" timings <"$bg_dir/lane-$n.timings"
 		for t in ${lane_tests[$n]}; do
 			skips_of "$bg_dir/$t.skips" "$t"
@@ -265,6 +271,7 @@ if [ $failed -ne 0 ]; then
 	for f in regression.diffs test/isolation/output_iso/regression.diffs; do
 		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
 	done
+	echo "== failed: ${failed_names[*]:-(see above)}"
 	echo "make check: FAILED"
 	exit 1
 fi

@@ -204,7 +204,7 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'correlation_id 256',       $$SELECT payflow.submit_ref('p', 's3', 'k', 'sha256:' || repeat('0', 64), 1, NULL, repeat('c', 256))$$
 ]);
 -- a "pg" reference whose checksum or size does not match the stored payload: PF005
-SELECT p.key AS stored_key, p.checksum AS stored_sum, p.size AS stored_size
+SELECT p.key AS stored_key, payflow._checksum(p.content) AS stored_sum, octet_length(p.content) AS stored_size
   FROM payflow.payloads p WHERE p.operation_id = :'op' \gset
 SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'pg checksum mismatch',     format($$SELECT payflow.submit_ref('p', 'pg', %L, 'sha256:' || repeat('0', 64), %s)$$, :'stored_key', :stored_size),

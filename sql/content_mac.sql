@@ -11,17 +11,17 @@ SELECT count(*) = 1 AS one_key, bool_and(octet_length(key) = 32) AS key_32_bytes
        bool_and(payflow.payload_mac_key() = key) AS handed_out
   FROM payflow._content_key;
 
--- a request's reference, its payload row and its event carry the HMAC
+-- a request's reference, its operation's row and its event carry the HMAC
 SELECT payflow.submit('cm-1', '{"amount": 12, "cardNumber": "4111111111111111"}') AS op \gset
 SELECT payflow._request_ref(id, request_ref, request_mac, request_size) AS ref FROM payflow.operations WHERE id = :'op' \gset
 SELECT (:'ref'::jsonb) ->> 'checksum' = 'hmac-sha256:' || encode(:"pgc".hmac(p.content, payflow.payload_mac_key(), 'sha256'), 'hex')
 	   AS ref_is_hmac,
-	   p.checksum = (:'ref'::jsonb) ->> 'checksum' AS payload_row_same,
+	   'hmac-sha256:' || encode(o.request_mac, 'hex') = (:'ref'::jsonb) ->> 'checksum' AS operation_row_same,
 	   position(encode(sha256(p.content), 'hex') IN (SELECT e.body::text FROM payflow.outbox e WHERE e.operation_id = :'op')) = 0
 	   AS event_has_no_plain_hash,
 	   (SELECT e.body -> 'payload' ->> 'checksum' FROM payflow.outbox e WHERE e.operation_id = :'op') = (:'ref'::jsonb) ->> 'checksum'
 	   AS event_carries_it
-  FROM payflow.payloads p WHERE p.key = (:'ref'::jsonb) ->> 'key';
+  FROM payflow.payloads p, payflow.operations o WHERE p.key = (:'ref'::jsonb) ->> 'key' AND o.id = :'op';
 
 -- the idempotency hash is keyed too, and still finds the same request
 SELECT o.request_hash = :"pgc".hmac(sha256(convert_to('cm-1', 'UTF8') || '\x00'::bytea || p.content),

@@ -25,10 +25,10 @@ SELECT m.item, o.status, o.current_step, o.idempotency_key, o.correlation_id,
 -- the rows hold what submit() writes: the payload with its checksum, the
 -- step's input and the event's payload are the request reference
 SELECT m.item,
-       p.checksum = payflow._checksum(p.content) AND p.checksum LIKE 'hmac-sha256:%' AS checksum_ok,
+       payflow._checksum(p.content) LIKE 'hmac-sha256:%' AS checksum_ok,
        convert_from(p.content, 'UTF8')::jsonb ->> 'amount' AS amount,
-       o.request_ref IS NULL AND 'hmac-sha256:' || encode(o.request_mac, 'hex') = p.checksum
-         AND o.request_size = p.size AS ref_kept_once,
+       o.request_ref IS NULL AND 'hmac-sha256:' || encode(o.request_mac, 'hex') = payflow._checksum(p.content)
+         AND o.request_size = octet_length(p.content) AS ref_kept_once,
        payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) ->> 'key' = p.key AS ref_ok,
        s.input_ref = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) AS step_input_ok,
        e.body -> 'payload' = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) AS event_payload_ok,

@@ -59,7 +59,8 @@ BEGIN
 			  LEFT JOIN payflow.step_definitions d ON d.pipeline_version = o.pipeline_version AND d.step_name = a.step_name),
 		'payloads', (
 			SELECT coalesce(jsonb_agg(jsonb_build_object(
-					   'store', 'pg', 'key', p.key, 'checksum', p.checksum, 'size', p.size,
+					   'store', 'pg', 'key', p.key, 'checksum', payflow._checksum(p.content),
+					   'size', octet_length(p.content),
 					   'createdAt', payflow._iso(p.created_at)) ORDER BY p.key), '[]')
 			  FROM payflow.payloads p
 			 WHERE p.key >= payflow._payload_key(o.id, '') AND p.key < payflow._payload_keys_end(o.id)

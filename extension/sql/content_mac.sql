@@ -10,7 +10,7 @@
 -- installation:
 --
 --   checksum       "hmac-sha256:<hex>" in payload references (messages,
---                  payloads.checksum, the console), and the name of the
+--                  request_mac and result_mac, the console), and the name of the
 --                  HTTP edge's request objects (requests/hmac-<hex>.json)
 --   request_hash   HMAC of sha256(payment id, 0, details): the idempotency
 --                  check (PF002).  It never leaves the database but is

@@ -87,8 +87,8 @@ BEGIN
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 		RETURNING id, status, current_step
 	), payload AS (
-		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
-		SELECT v_ref ->> 'key', op.id, v_ref ->> 'checksum', octet_length(p_content), p_content
+		INSERT INTO payflow.payloads (key, operation_id, content)
+		SELECT v_ref ->> 'key', op.id, p_content
 		  FROM op WHERE p_content IS NOT NULL
 	), event AS (
 		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id],
@@ -251,7 +251,7 @@ BEGIN
 		 WHERE p.key = submit_ref.key AND payflow._visible(o.tenant);
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';
-		ELSIF v_stored.checksum <> checksum OR v_stored.size <> size THEN
+		ELSIF NOT payflow._checksum_matches(v_stored.content, checksum) OR octet_length(v_stored.content) <> size THEN
 			RAISE EXCEPTION 'checksum mismatch for payload "%"', key USING ERRCODE = 'PF005';
 		END IF;
 	END IF;

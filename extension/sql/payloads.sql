@@ -15,25 +15,22 @@ CREATE OR REPLACE FUNCTION payflow._payload_write(p_operation_id text, p_name te
 	AS $$
 DECLARE
 	v_key text := payflow._payload_key(p_operation_id, p_name);
-	v_checksum text := payflow._checksum(p_content);
-	v_existing payflow.payloads;
+	v_existing bytea;
 BEGIN
 	PERFORM payflow._require_size('payload', octet_length(p_content));
-	INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
-	VALUES (v_key, p_operation_id, v_checksum, octet_length(p_content), p_content)
+	INSERT INTO payflow.payloads (key, operation_id, content)
+	VALUES (v_key, p_operation_id, p_content)
 	ON CONFLICT DO NOTHING;	-- the key of the day's partition (tables.sql)
 	IF NOT FOUND THEN
-		-- the bytes compared, and the stored reference kept: one written
-		-- before 0.5.0 has a plain checksum
-		SELECT * INTO v_existing FROM payflow.payloads WHERE key = v_key;
-		v_checksum := v_existing.checksum;
-		IF v_existing.content <> p_content THEN
+		-- the bytes compared: the same bytes have the same reference
+		SELECT p.content INTO v_existing FROM payflow.payloads p WHERE p.key = v_key;
+		IF v_existing <> p_content THEN
 			RAISE EXCEPTION 'payload "%" already exists with other content', v_key
 				USING ERRCODE = 'unique_violation',
 					  DETAIL = 'Payload keys are written once; a reference may already be in flight.';
 		END IF;
 	END IF;
-	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', v_checksum,
+	RETURN jsonb_build_object('store', 'pg', 'key', v_key, 'checksum', payflow._checksum(p_content),
 							  'size', octet_length(p_content));
 END
 $$;

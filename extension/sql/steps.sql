@@ -246,7 +246,7 @@ BEGIN
 		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key' AND operation_id = p_operation_id;
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'payload "%" does not exist', p_ref ->> 'key' USING ERRCODE = 'no_data_found';
-		ELSIF p.checksum IS DISTINCT FROM p_ref ->> 'checksum' THEN
+		ELSIF NOT payflow._checksum_matches(p.content, p_ref ->> 'checksum') THEN
 			RAISE EXCEPTION 'checksum mismatch for payload "%"', p.key USING ERRCODE = 'PF005';
 		END IF;
 	END IF;
@@ -932,8 +932,8 @@ BEGIN
 				  x.step_external_ref, x.step_claim_no, op.history_no AS done_no,
 				  payflow._status_changed() AS woken
 	), p AS (
-		INSERT INTO payflow.payloads (key, operation_id, checksum, size, content)
-		SELECT s.result_ref ->> 'key', s.operation_id, s.result_ref ->> 'checksum', octet_length(s.content), s.content
+		INSERT INTO payflow.payloads (key, operation_id, content)
+		SELECT s.result_ref ->> 'key', s.operation_id, s.content
 		  FROM s WHERE s.result_ref IS NOT NULL
 	), r AS (
 		-- also the step's claimed and done history (history.sql)

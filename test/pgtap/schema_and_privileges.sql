@@ -194,7 +194,7 @@ SELECT throws_ok($$SELECT payflow.submit(repeat('x', 300), '{}')$$, '22001', NUL
 SELECT throws_ok($$SELECT payflow.submit('tap-arr', '[1]')$$, '22023', NULL, 'type checks use pg_catalog.jsonb_typeof');
 RESET search_path;
 RESET ROLE;
-SELECT is((SELECT checksum FROM payflow.payloads WHERE operation_id = :'hijack_op'),
+SELECT is((SELECT 'hmac-sha256:' || encode(request_mac, 'hex') FROM payflow.operations WHERE id = :'hijack_op'),
 		  (SELECT 'hmac-sha256:' || encode(pg_catalog.sha256(k.outer_pad || pg_catalog.sha256(k.inner_pad
 				  || convert_to('{"amount": 3}', 'UTF8'))), 'hex') FROM payflow._content_key k),
 		  'checksums use pg_catalog.sha256 whatever the caller''s search_path');

@@ -305,13 +305,14 @@ q -c "SELECT encode(t.secret_sealed, 'escape') FROM payflow.webhooks t WHERE t::
 	>"$CAP/table-webhooks-sealed-bytes.txt"
 pf_ok "control: this run's webhook row, its sealed secret included, is among what is searched" \
 	test -s "$CAP/table-webhooks-sealed-bytes.txt"
-# (each table that must hold rows of this run holds some; every operation
-# of the run was captured: a total over the tables hid a missing one)
+# (each table that must hold rows of this run holds some, and every
+# operation of the run is among the operations captured: a total over the
+# tables hid a table never captured)
 pf_eq "control: the table rows of this run were found (operations, history, steps, outbox log, dead letters)" \
 	"operations ${#OPS[@]} operation_history yes steps yes outbox_events yes dead_letters yes" \
-	"$(for f in operations operation_history steps outbox_events dead_letters; do
-		n=$(grep -c . "$CAP/table-$f.txt" 2>/dev/null || true)
-		if [ "$f" = operations ]; then printf '%s %s' "$f" "${n:-0}"; else printf ' %s %s' "$f" "$([ "${n:-0}" -gt 0 ] && echo yes || echo no)"; fi
+	"$(printf 'operations %s' "$(for op in "${OPS[@]}"; do grep -F "$op" "$CAP/table-operations.txt" | head -1; done | grep -c .)"
+	for f in operation_history steps outbox_events dead_letters; do
+		printf ' %s %s' "$f" "$([ "$(grep -c . "$CAP/table-$f.txt" 2>/dev/null)" -gt 0 ] && echo yes || echo no)"
 	done)"
 say "searched: $(ls "$CAP" | wc -l) files, $(cat "$CAP"/* | wc -c) bytes"
 

@@ -157,7 +157,7 @@ SELECT payment_id = :'inj' AS payment_id_verbatim,
        correlation_id = :'inj' AS correlation_verbatim
   FROM payflow.operations WHERE id = :'inj_op';
 SELECT convert_from(p.content, 'UTF8')::jsonb = jsonb_build_object(:'inj2', :'inj') AS details_verbatim
-  FROM payflow.payloads p WHERE p.operation_id = :'inj_op';
+  FROM payflow.payloads p WHERE payflow._payload_operation(p.key) = :'inj_op';
 SELECT (payflow.status(:'inj_op')) ->> 'paymentId' = :'inj' AS status_returns_it;
 SELECT body ->> 'paymentId' = :'inj' AS event_carries_it,
        -- not a valid SQS FIFO group id (spaces): its hash stands in
@@ -205,7 +205,7 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 ]);
 -- a "pg" reference whose checksum or size does not match the stored payload: PF005
 SELECT p.key AS stored_key, payflow._checksum(p.content) AS stored_sum, octet_length(p.content) AS stored_size
-  FROM payflow.payloads p WHERE p.operation_id = :'op' \gset
+  FROM payflow.payloads p WHERE payflow._payload_operation(p.key) = :'op' \gset
 SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'pg checksum mismatch',     format($$SELECT payflow.submit_ref('p', 'pg', %L, 'sha256:' || repeat('0', 64), %s)$$, :'stored_key', :stored_size),
 	'pg size mismatch',         format($$SELECT payflow.submit_ref('p', 'pg', %L, %L, %s)$$, :'stored_key', :'stored_sum', :stored_size + 1)
@@ -353,7 +353,7 @@ SELECT c ->> 'action' AS action FROM payflow.claim_step(:'op', 'PROCESS_PAYMENT'
 SELECT c ->> 'status' AS status FROM payflow.complete_step(:'op', 'PROCESS_PAYMENT', :'inj',
 	jsonb_build_object('charge_id', :'inj', :'inj2', :'inj2')) c;
 SELECT convert_from(content, 'UTF8')::jsonb = jsonb_build_object('charge_id', :'inj', :'inj2', :'inj2') AS result_verbatim
-  FROM payflow.payloads WHERE operation_id = :'op' AND key LIKE '%/payment-result.json';
+  FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op' AND key LIKE '%/payment-result.json';
 -- The last step's result travels inline in OperationCompleted (SQS takes
 -- 256 KiB): above 64 KiB it is refused with PF007 and nothing is emitted.
 SET payflow.payload_max_bytes = 1024;

@@ -46,7 +46,7 @@ SELECT p ->> 'payloads' AS payloads, p ->> 'operations' AS operations FROM payfl
 -- the cancelled one's payloads are purged: payload_get no longer has them
 SELECT sqlstate AS cancelled_one_lost_its_payload
   FROM pf_try(format($$SELECT payflow.payload_get(%L)$$, (SELECT payflow._request_ref(id, request_ref, request_mac, request_size) FROM payflow.operations WHERE id = :'op1')));
-SELECT count(*) AS failed_payload_kept_for_replay FROM payflow.payloads WHERE operation_id = :'op3';
+SELECT count(*) AS failed_payload_kept_for_replay FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op3';
 SELECT status, payflow.status(id) ->> 'status' AS still_visible FROM payflow.operations WHERE id = :'op1';
 UPDATE payflow.operations SET terminal_at = now() - interval '8 days' WHERE id IN (:'op1', :'op3');
 SELECT p ->> 'operations' AS operations FROM payflow.purge() p;
@@ -57,8 +57,8 @@ UPDATE payflow.operations SET terminal_at = now() - interval '31 days' WHERE id 
 SELECT p ->> 'operations' AS operations FROM payflow.purge() p;
 SELECT count(*) AS gone FROM payflow.operations WHERE id = :'op3';
 SELECT count(*) AS dead_letters_gone FROM payflow.dead_letters WHERE operation_id = :'op3';
-SELECT count(*) AS payloads_gone FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
- WHERE p.operation_id = :'op3';	-- its rows in today's partitions go with the day (partitions.sql)
+SELECT count(*) AS payloads_gone FROM payflow.payloads p JOIN payflow.operations o ON o.id = payflow._payload_operation(p.key)
+ WHERE payflow._payload_operation(p.key) = :'op3';	-- its rows in today's partitions go with the day (partitions.sql)
 SELECT * FROM pf_try(format($$SELECT payflow.status(%L)$$, :'op3'));
 -- batches are bounded and say when to come back
 SELECT count(payflow.cancel(payflow.submit('adm-bulk-' || n, '{}'))) AS cancelled FROM generate_series(1, 5) n;

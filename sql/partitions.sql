@@ -19,7 +19,7 @@ BEGIN
 	UPDATE payflow.step_results SET operation_id = v_new WHERE operation_id = p_op;
 	UPDATE payflow.step_attempts SET operation_id = v_new WHERE operation_id = p_op;
 	UPDATE payflow.history_events SET operation_id = v_new WHERE operation_id = p_op;
-	UPDATE payflow.payloads SET operation_id = v_new, key = replace(key, p_op, v_new) WHERE operation_id = p_op;
+	UPDATE payflow.payloads SET key = replace(key, p_op, v_new) WHERE payflow._payload_operation(key) = p_op;
 	UPDATE payflow.outbox_events SET operation_id = v_new WHERE operation_id = p_op;
 	RETURN v_new;
 END
@@ -32,7 +32,7 @@ CREATE FUNCTION pf_rows_of(p_op text) RETURNS text
 	  FROM (SELECT tableoid::regclass::text AS t, count(*) AS n FROM payflow.step_results WHERE operation_id = p_op GROUP BY 1
 			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.step_attempts WHERE operation_id = p_op GROUP BY 1
 			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.history_events WHERE operation_id = p_op GROUP BY 1
-			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.payloads WHERE operation_id = p_op GROUP BY 1
+			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.payloads WHERE payflow._payload_operation(key) = p_op GROUP BY 1
 			UNION ALL SELECT tableoid::regclass::text, count(*) FROM payflow.outbox_events WHERE operation_id = p_op GROUP BY 1) r
 $$;
 CREATE FUNCTION pf_seen(p_op text) RETURNS text

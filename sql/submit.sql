@@ -17,7 +17,7 @@ SELECT p.key = 'payments/' || :'op1' || '/request.json' AS key_ok,
        (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'payflow.payloads'::regclass
            AND a.attname IN ('checksum', 'size') AND NOT a.attisdropped) = 0 AS key_and_bytes_only,
        convert_from(p.content, 'UTF8')::jsonb = '{"amount": 1250, "currency": "EUR"}' AS content_ok
-  FROM payflow.payloads p WHERE p.operation_id = :'op1';
+  FROM payflow.payloads p WHERE payflow._payload_operation(p.key) = :'op1';
 -- ... and the operation's row keeps that reference once, as the payload's
 -- keyed checksum and size: no document beside them (tables.sql)
 SELECT o.request_ref IS NULL AS no_reference_document,
@@ -26,7 +26,7 @@ SELECT o.request_ref IS NULL AS no_reference_document,
        payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size)
          = jsonb_build_object('store', 'pg', 'key', p.key, 'checksum', payflow._checksum(p.content),
                               'size', octet_length(p.content)) AS reference_rendered
-  FROM payflow.operations o JOIN payflow.payloads p ON p.operation_id = o.id WHERE o.id = :'op1';
+  FROM payflow.operations o JOIN payflow.payloads p ON payflow._payload_operation(p.key) = o.id WHERE o.id = :'op1';
 
 SELECT count(*) = 1 AS one_history_row,
        bool_and(from_status IS NULL AND to_status = 'PENDING') AS history_ok
@@ -97,7 +97,7 @@ SELECT payflow.submit_ref('payment-3', 's3', 'incoming/p3.json',
 SELECT request_ref = jsonb_build_object('store', 's3', 'key', 'incoming/p3.json',
                                         'checksum', 'sha256:' || repeat('ab', 32), 'size', 5000000) AS ref_kept,
        request_mac IS NULL AND request_size IS NULL AS no_checksum_beside_it,
-       NOT EXISTS (SELECT FROM payflow.payloads WHERE operation_id = :'op3') AS nothing_stored
+       NOT EXISTS (SELECT FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op3') AS nothing_stored
   FROM payflow.operations WHERE id = :'op3';
 SELECT body -> 'payload' ->> 'store' AS store FROM payflow.outbox WHERE operation_id = :'op3';
 SELECT payflow.submit_ref('payment-3', 's3', 'incoming/p3.json', 'sha256:' || repeat('ab', 32), 5000000) = :'op3' AS same_id;
@@ -110,7 +110,7 @@ SELECT * FROM pf_try($$SELECT payflow.submit_ref('payment-4', 'pg', 'payments/no
 SELECT sqlstate, message LIKE 'checksum mismatch for payload "payments/pay_%/request.json"' AS message_ok
   FROM pf_try(format($$SELECT payflow.submit_ref('payment-4', 'pg', 'payments/' || %L || '/request.json', 'sha256:' || repeat('ab', 32), 1)$$, :'op1'));
 SELECT payflow.submit_ref('payment-5', 'pg', key, payflow._checksum(content), octet_length(content)) ~ '^pay_' AS pg_ref_ok
-  FROM payflow.payloads WHERE operation_id = :'op1';
+  FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op1';
 
 -- status and history
 SELECT doc ->> 'operationId' = :'op1' AS id_ok, doc ->> 'paymentId' AS "paymentId",

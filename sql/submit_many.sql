@@ -17,7 +17,7 @@ SELECT item, payment_id, operation_id ~ '^pay_[0-9A-HJKMNP-TV-Z]{26}$' AS id_ok 
 
 -- each operation is what submit() makes: status, step, payload, history, event
 SELECT m.item, o.status, o.current_step, o.idempotency_key, o.correlation_id,
-       (SELECT count(*) FROM payflow.payloads p WHERE p.operation_id = o.id) AS payloads,
+       (SELECT count(*) FROM payflow.payloads p WHERE payflow._payload_operation(p.key) = o.id) AS payloads,
        (SELECT count(*) FROM payflow.operation_history h WHERE h.operation_id = o.id) AS history,
        (SELECT string_agg(event_type, ',') FROM payflow.outbox e WHERE e.operation_id = o.id) AS events
   FROM many m JOIN payflow.operations o ON o.id = m.operation_id ORDER BY m.item;
@@ -39,7 +39,7 @@ SELECT m.item,
          (SELECT array_agg(k ORDER BY k) FROM payflow.outbox e1, jsonb_object_keys(e1.body) k
            WHERE e1.operation_id = :'single') AS same_event_fields
   FROM many m JOIN payflow.operations o ON o.id = m.operation_id
-  JOIN payflow.payloads p ON p.operation_id = o.id
+  JOIN payflow.payloads p ON payflow._payload_operation(p.key) = o.id
   JOIN payflow.steps s ON s.operation_id = o.id
   JOIN payflow.outbox e ON e.operation_id = o.id
  ORDER BY m.item;

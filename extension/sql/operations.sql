@@ -87,8 +87,8 @@ BEGIN
 		ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 		RETURNING id, status, current_step
 	), payload AS (
-		INSERT INTO payflow.payloads (key, operation_id, content)
-		SELECT v_ref ->> 'key', op.id, p_content
+		INSERT INTO payflow.payloads (key, content)
+		SELECT v_ref ->> 'key', p_content
 		  FROM op WHERE p_content IS NOT NULL
 	), event AS (
 		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id],
@@ -247,7 +247,7 @@ BEGIN
 		-- cannot be probed, checksums not guessed, and no tenant's request
 		-- charged for another.
 		SELECT p.* INTO v_stored
-		  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+		  FROM payflow.payloads p JOIN payflow.operations o ON o.id = payflow._payload_operation(p.key)
 		 WHERE p.key = submit_ref.key AND payflow._visible(o.tenant);
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'payload "%" does not exist', key USING ERRCODE = 'no_data_found';

@@ -205,8 +205,10 @@ BEGIN
 	IF cardinality(p_keep) > 0 THEN
 		-- detached, its range is the default partition's now
 		-- (the rows keep their ids: step_attempts' is an identity column)
+		-- (a payload names its operation in its key only)
 		EXECUTE format('INSERT INTO payflow.%I OVERRIDING SYSTEM VALUE SELECT * FROM payflow.%I'
-					   ' WHERE operation_id = ANY ($1)', p_parent, p_name)
+					   ' WHERE %s = ANY ($1)', p_parent, p_name,
+					   CASE WHEN p_parent = 'payloads' THEN 'payflow._payload_operation(key)' ELSE 'operation_id' END)
 			USING p_keep;
 		GET DIAGNOSTICS v_moved = ROW_COUNT;
 	END IF;

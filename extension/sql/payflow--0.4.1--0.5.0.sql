@@ -98,19 +98,18 @@ DROP FUNCTION payflow._forget_step_attempts();
 
 ALTER TABLE payflow.payloads RENAME TO payloads_0_4;
 ALTER INDEX payflow.payloads_pkey RENAME TO payloads_0_4_pkey;
--- (key and bytes only, tables.sql: a plain "sha256:" checksum kept by
--- 0.4 is rendered keyed now; references in flight with the plain one
--- still verify, _checksum_matches)
+-- (key and bytes only, tables.sql: the operation is named in the key; a
+-- plain "sha256:" checksum kept by 0.4 is computed keyed now, and
+-- references in flight with the plain one still verify, _checksum_matches)
 CREATE TABLE payflow.payloads (
 	created_at timestamptz NOT NULL DEFAULT now(),
 	key text COLLATE "C" NOT NULL,
-	operation_id text COLLATE "C" NOT NULL,
 	content bytea NOT NULL
 ) PARTITION BY RANGE (key);
 CREATE TABLE payflow.payloads_default PARTITION OF payflow.payloads DEFAULT;
 ALTER TABLE payflow.payloads_default ADD PRIMARY KEY (key);
-INSERT INTO payflow.payloads (created_at, key, operation_id, content)
-SELECT created_at, key, operation_id, content FROM payflow.payloads_0_4;
+INSERT INTO payflow.payloads (created_at, key, content)
+SELECT created_at, key, content FROM payflow.payloads_0_4;
 ALTER EXTENSION payflow DROP TABLE payflow.payloads_0_4;
 DROP TABLE payflow.payloads_0_4;
 DROP INDEX payflow.operations_payloads_idx;	-- purge reads payloads by a cursor (purge.sql)

@@ -18,3 +18,12 @@ CREATE OR REPLACE FUNCTION payflow._payload_keys_end(p_operation_id text) RETURN
 	AS $$
 	SELECT 'payments/' || p_operation_id || '0'
 $$;
+
+-- The operation a payload key belongs to (the rule above read back): a
+-- payload keeps its key only, not its operation's id a second time.
+CREATE OR REPLACE FUNCTION payflow._payload_operation(p_key text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT split_part(p_key, '/', 2)
+$$;
+REVOKE ALL ON FUNCTION payflow._payload_operation(text) FROM PUBLIC;

@@ -18,8 +18,8 @@ DECLARE
 	v_existing bytea;
 BEGIN
 	PERFORM payflow._require_size('payload', octet_length(p_content));
-	INSERT INTO payflow.payloads (key, operation_id, content)
-	VALUES (v_key, p_operation_id, p_content)
+	INSERT INTO payflow.payloads (key, content)
+	VALUES (v_key, p_content)
 	ON CONFLICT DO NOTHING;	-- the key of the day's partition (tables.sql)
 	IF NOT FOUND THEN
 		-- the bytes compared: the same bytes have the same reference
@@ -71,7 +71,7 @@ BEGIN
 	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
 	IF NOT FOUND
 	   OR NOT EXISTS (SELECT FROM payflow.operations o
-					   WHERE o.id = p.operation_id AND NOT payflow._payloads_past_retention(o.status, o.terminal_at)) THEN
+					   WHERE o.id = payflow._payload_operation(p.key) AND NOT payflow._payloads_past_retention(o.status, o.terminal_at)) THEN
 		RAISE EXCEPTION 'payload "%" does not exist', ref ->> 'key'
 			USING ERRCODE = 'no_data_found',
 				  DETAIL = 'It may have been purged after its operation ended.';

@@ -108,8 +108,9 @@ CREATE VIEW payflow.steps AS
 					CASE WHEN o.current_step = r.step_name AND o.step_status = 'SUCCEEDED' THEN o.result END,
 					(SELECT convert_from(p.content, 'UTF8')::jsonb
 					   FROM payflow.payloads p
-					  WHERE rr.ref ->> 'store' = 'pg' AND p.key = rr.ref ->> 'key'
-						AND p.operation_id = r.operation_id)) AS result,
+					  -- (the step's own key: rendered from its operation, or
+					  -- a worker's reference checked by _require_own_ref)
+					  WHERE rr.ref ->> 'store' = 'pg' AND p.key = rr.ref ->> 'key')) AS result,
 		   rr.ref AS result_ref, r.completed_event_id,
 		   -- the error of its last failed attempt, as 0.4 kept it with the step
 		   (SELECT a.error FROM payflow.step_attempts a

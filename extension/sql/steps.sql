@@ -243,7 +243,7 @@ BEGIN
 				  DETAIL = format('Its key is %s; keys of this operation start with payments/%s/.',
 								  p_ref ->> 'key', p_operation_id);
 	ELSIF p_ref ->> 'store' = 'pg' THEN
-		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key' AND operation_id = p_operation_id;
+		SELECT * INTO p FROM payflow.payloads WHERE key = p_ref ->> 'key';	-- (the operation's: above)
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'payload "%" does not exist', p_ref ->> 'key' USING ERRCODE = 'no_data_found';
 		ELSIF NOT payflow._checksum_matches(p.content, p_ref ->> 'checksum') THEN
@@ -932,8 +932,8 @@ BEGIN
 				  x.step_external_ref, x.step_claim_no, op.history_no AS done_no,
 				  payflow._status_changed() AS woken
 	), p AS (
-		INSERT INTO payflow.payloads (key, operation_id, content)
-		SELECT s.result_ref ->> 'key', s.operation_id, s.content
+		INSERT INTO payflow.payloads (key, content)
+		SELECT s.result_ref ->> 'key', s.content
 		  FROM s WHERE s.result_ref IS NOT NULL
 	), r AS (
 		-- also the step's claimed and done history (history.sql)

@@ -242,8 +242,8 @@ BEGIN
 			ON CONFLICT ON CONSTRAINT operations_idempotency_key DO NOTHING
 			RETURNING id, status, current_step
 		), payload AS (
-			INSERT INTO payflow.payloads (key, operation_id, content)
-			SELECT it.ref ->> 'key', op.id, it.content
+			INSERT INTO payflow.payloads (key, content)
+			SELECT it.ref ->> 'key', it.content
 			  FROM op JOIN it USING (id)
 		)
 		SELECT payflow._outbox_write_all(

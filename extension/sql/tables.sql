@@ -361,21 +361,21 @@ CREATE UNLOGGED TABLE payflow._outbox_cursor (
 INSERT INTO payflow._outbox_cursor DEFAULT VALUES;
 
 -- The "pg" claim-check store.  A payload is its key and its bytes: its
--- checksum and size follow from them, and both are kept where the payload
--- is referred to (operations.request_mac and request_size, step_results.
--- result_mac and result_size), not a second time here (85 bytes a row,
--- about three rows an operation).  The content key is the installation's one (content_mac.sql),
--- so a checksum rendered now is the one written.
+-- operation is named in the key, its checksum and size follow from the
+-- bytes and are kept where the payload is referred to (operations.
+-- request_mac and request_size, step_results.result_mac and result_size),
+-- not a second time here (117 bytes a row, about three rows an
+-- operation).  The content key is the installation's one (content_mac.sql),
+-- so a checksum computed now is the one written.
 CREATE TABLE payflow.payloads (
-	created_at timestamptz NOT NULL DEFAULT now(),	-- first: no padding after the keys
-	key text COLLATE "C" NOT NULL,
-	operation_id text COLLATE "C" NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),	-- first: no padding after the key
+	key text COLLATE "C" NOT NULL,	-- payments/<operation id>/<name>: _payload_operation
 	content bytea NOT NULL
 ) PARTITION BY RANGE (key);	-- a partition a day of operations (partitions.sql; its key: history_events')
 CREATE TABLE payflow.payloads_default PARTITION OF payflow.payloads DEFAULT;
 ALTER TABLE payflow.payloads_default ADD PRIMARY KEY (key);
--- No index on operation_id: every key of an operation starts with
--- "payments/<id>/", so purge finds them by a range of the primary key.
+-- Every key of an operation starts with "payments/<id>/", so purge and
+-- the console find an operation's payloads by a range of the primary key.
 
 -- Event ids a consumer has handled (consumer-side de-duplication).
 CREATE TABLE payflow.consumed_events (

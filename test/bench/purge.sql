@@ -26,8 +26,8 @@ UPDATE payflow.operations o
 UPDATE payflow.step_results t SET operation_id = m.new FROM moved m WHERE t.operation_id = m.old;
 UPDATE payflow.step_attempts t SET operation_id = m.new FROM moved m WHERE t.operation_id = m.old;
 UPDATE payflow.history_events t SET operation_id = m.new FROM moved m WHERE t.operation_id = m.old;
-UPDATE payflow.payloads t SET operation_id = m.new, key = replace(t.key, m.old, m.new)
-  FROM moved m WHERE t.operation_id = m.old;
+UPDATE payflow.payloads t SET key = replace(t.key, m.old, m.new)
+  FROM moved m WHERE payflow._payload_operation(t.key) = m.old;
 UPDATE payflow.outbox_events t SET operation_id = m.new, created_at = :'day'::date + time '12:05'
   FROM moved m WHERE t.operation_id = m.old;
 -- the batches that published them, that day too (into its hour's

@@ -45,9 +45,9 @@ SELECT string_agg(CASE a.attname
   FROM pg_attribute a WHERE a.attrelid = 'payflow.step_results'::regclass AND a.attnum > 0 AND NOT a.attisdropped \gset
 INSERT INTO payflow.operations SELECT :op_columns FROM copies c JOIN payflow.operations o ON o.id = c.tpl_id;
 INSERT INTO payflow.step_results SELECT :step_columns FROM copies c JOIN payflow.step_results r ON r.operation_id = c.tpl_id;
-INSERT INTO payflow.payloads (key, operation_id, content, created_at)
-SELECT replace(p.key, p.operation_id, c.id), c.id, p.content, c.ts
-  FROM copies c JOIN payflow.payloads p ON p.operation_id = c.tpl_id;
+INSERT INTO payflow.payloads (key, content, created_at)
+SELECT replace(p.key, c.tpl_id, c.id), p.content, c.ts
+  FROM copies c JOIN payflow.payloads p ON payflow._payload_operation(p.key) = c.tpl_id;
 -- their events in the outbox log, published long ago
 INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, created_at,
 								   enveloped, rendered, body)

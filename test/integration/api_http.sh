@@ -44,7 +44,7 @@ pf_eq "Retry-After on 202" 1 "$(header Retry-After)"
 pf_eq "the correlation id comes back" "corr-$P" "$(header X-Correlation-Id)"
 pf_eq "the operation is the tenant's, with the details as written" "t-$API_RUN|corr-$P|12.50" \
 	"$(q -c "SELECT o.tenant, o.correlation_id, convert_from(p.content, 'UTF8')::jsonb->>'amount'
-			  FROM payflow.operations o JOIN payflow.payloads p ON p.operation_id = o.id WHERE o.id = '$op1'")"
+			  FROM payflow.operations o JOIN payflow.payloads p ON payflow._payload_operation(p.key) = o.id WHERE o.id = '$op1'")"
 pf_eq "same key, same body (other spacing): 202" 202 "$(post_payment "$KEY" "$P-1" '{"amount":12.50,"currency":"EUR","card":"card-4111-secret"}')"
 pf_eq "... and the same operation" "$op1" "$(json_field operationId)"
 pf_eq "same key, other details: 409" 409 "$(post_payment "$KEY" "$P-1" '{"amount": 99}')"
@@ -56,7 +56,7 @@ pf_eq "same Idempotency-Key, another payment: 409 PF002" "409 PF002" \
 	"$(post_payment "$KEY" "$P-3" '{"amount": 2}' -H "Idempotency-Key: order-$P") $(json_field error.code)"
 pf_eq "a number beyond 64 bits is valid JSON: 202" 202 "$(post_payment "$KEY" "$P-bigint" '{"amount": 123456789012345678901234567890}')"
 pf_eq "... and kept as written" "123456789012345678901234567890" \
-	"$(q -c "SELECT convert_from(content, 'UTF8')::jsonb->>'amount' FROM payflow.payloads WHERE operation_id = '$(json_field operationId)'")"
+	"$(q -c "SELECT convert_from(content, 'UTF8')::jsonb->>'amount' FROM payflow.payloads WHERE payflow._payload_operation(key) = '$(json_field operationId)'")"
 pf_eq "malformed JSON: 400" "400 malformed_json" "$(post_payment "$KEY" "$P-4" '{"amount": ' ) $(json_field error.code)"
 pf_eq "empty body: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '')"
 pf_eq "repeated member: 400" 400 "$(http POST "$API_URL/payments" "$KEY" --data-binary '{"paymentId":"a","paymentId":"b","details":{}}')"
@@ -140,7 +140,7 @@ expected_sum=$(pf_payload_checksum "$API_DIR/details.json")
 pf_eq "its reference names S3, the details' keyed checksum and size" \
 	"s3|$expected_sum|$(wc -c <"$API_DIR/details.json" | tr -d ' ')" \
 	"$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'store', payflow._request_ref(id, request_ref, request_mac, request_size)->>'checksum', payflow._request_ref(id, request_ref, request_mac, request_size)->>'size' FROM payflow.operations WHERE id = '$op_s3'")"
-pf_eq "nothing of it in PostgreSQL" 0 "$(q -c "SELECT count(*) FROM payflow.payloads WHERE operation_id = '$op_s3'")"
+pf_eq "nothing of it in PostgreSQL" 0 "$(q -c "SELECT count(*) FROM payflow.payloads WHERE payflow._payload_operation(key) = '$op_s3'")"
 s3_key=$(q -c "SELECT payflow._request_ref(id, request_ref, request_mac, request_size)->>'key' FROM payflow.operations WHERE id = '$op_s3'")
 # issue 26, M4: the object is named by the keyed checksum, never by a
 # plain SHA-256 of the request, which would name its card number

@@ -69,20 +69,20 @@ UNION ALL
 -- (purge deletes payloads row by row in the default partition; a day's
 -- partition goes whole once retention_payloads passed the day's end,
 -- extension/sql/partitions.sql, and its rows show nowhere meanwhile)
-SELECT 'payload left behind by purge (completed or cancelled operation)', array_agg(DISTINCT p.operation_id)
-  FROM payflow.payloads_default p JOIN payflow.operations o ON o.id = p.operation_id
+SELECT 'payload left behind by purge (completed or cancelled operation)', array_agg(DISTINCT payflow._payload_operation(p.key))
+  FROM payflow.payloads_default p JOIN payflow.operations o ON o.id = payflow._payload_operation(p.key)
  WHERE o.status IN ('COMPLETED', 'CANCELLED')
    AND o.terminal_at < now() - current_setting('payflow.retention_payloads')::interval
 UNION ALL
-SELECT 'payload past its retention still readable', array_agg(DISTINCT p.operation_id)
-  FROM payflow.payloads p JOIN payflow.operations o ON o.id = p.operation_id
+SELECT 'payload past its retention still readable', array_agg(DISTINCT payflow._payload_operation(p.key))
+  FROM payflow.payloads p JOIN payflow.operations o ON o.id = payflow._payload_operation(p.key)
  WHERE o.status IN ('COMPLETED', 'CANCELLED')
    AND o.terminal_at < now() - current_setting('payflow.retention_payloads')::interval
    AND EXISTS (SELECT FROM payflow.operations k
 				WHERE k.id = o.id AND NOT payflow._payloads_past_retention(k.status, k.terminal_at))
 UNION ALL
-SELECT 'payload of no operation (orphan)', array_agg(DISTINCT p.operation_id)
-  FROM payflow.payloads_default p WHERE NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = p.operation_id)
+SELECT 'payload of no operation (orphan)', array_agg(DISTINCT payflow._payload_operation(p.key))
+  FROM payflow.payloads_default p WHERE NOT EXISTS (SELECT FROM payflow.operations o WHERE o.id = payflow._payload_operation(p.key))
 UNION ALL
 SELECT 'day partition of payloads purge should have dropped', array_agg(d.name)
   FROM payflow._day_partitions() d

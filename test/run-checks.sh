@@ -90,6 +90,12 @@ pf_cluster_start
 
 failed=0
 failed_names=()	# what failed, named again at the very end (CI shows the tail)
+failed_lines=()	# and the first "not ok" lines of each, there too
+# not_ok_of FILE: up to five "not ok" lines of a check's output, into the list
+not_ok_of() {
+	[ -f "$1" ] || return 0
+	mapfile -t -O "${#failed_lines[@]}" failed_lines < <(grep -a '^not ok' "$1" | head -5 | cut -c1-300)
+}
 check_started=$SECONDS
 timings=()
 # skips_of FILE TIER: FILE's skip lines, each prefixed with its tier, into the list
@@ -111,11 +117,16 @@ run_tier() {
 	shift
 	echo "== $name"
 	export PF_SKIP_LOG=$skip_dir/tier-${#timings[@]}
-	if ! "$@"; then
+	local out=$skip_dir/out-${#timings[@]} rc=0
+	# (pipefail: rc is the check's status, tee's only if it fails itself)
+	"$@" 2>&1 | tee "$out" || rc=$?
+	if [ "$rc" != 0 ]; then
 		echo "!! $name FAILED"
 		failed=1
 		failed_names+=("$name")
+		not_ok_of "$out"
 	fi
+	rm -f "$out"
 	timings+=("$((SECONDS - started)) s  $name$(skip_note "$PF_SKIP_LOG")")
 	skips_of "$PF_SKIP_LOG" "$name"
 	unset PF_SKIP_LOG
@@ -153,6 +164,7 @@ collect_bg() {
 			echo "!! $name FAILED"
 			failed=1
 			failed_names+=("$name")
+			not_ok_of "$bg_dir/$name.log"
 		fi
 		timings+=("$secs s  $name (in the background)$(skip_note "$bg_dir/$name.skips")")
 		skips_of "$bg_dir/$name.skips" "$name"
@@ -221,6 +233,7 @@ collect_lanes() {
 		if [ -f "$bg_dir/lane-$n.failed" ]; then
 			failed=1
 			mapfile -t -O "${#failed_names[@]}" failed_names <"$bg_dir/lane-$n.failed"
+			not_ok_of "$bg_dir/lane-$n.log"
 		fi
 		[ -f "$bg_dir/lane-$n.timings" ] && mapfile -t -O "${#timings[@]}" timings <"$bg_dir/lane-$n.timings"
 		for t in ${lane_tests[$n]}; do
@@ -272,6 +285,7 @@ if [ $failed -ne 0 ]; then
 		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
 	done
 	echo "== failed: ${failed_names[*]:-(see above)}"
+	[ ${#failed_lines[@]} -gt 0 ] && printf '%s\n' "${failed_lines[@]}"
 	echo "make check: FAILED"
 	exit 1
 fi

@@ -15,7 +15,7 @@ SELECT status = 'PENDING' AS pending, current_step = 'PROCESS_PAYMENT' AS first_
 -- the operation's, below) and referenced, never inlined
 SELECT p.key = 'payments/' || :'op1' || '/request.json' AS key_ok,
        (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = 'payflow.payloads'::regclass
-           AND a.attname IN ('checksum', 'size') AND NOT a.attisdropped) = 0 AS key_and_bytes_only,
+           AND a.attname IN ('checksum', 'size', 'operation_id') AND NOT a.attisdropped) = 0 AS key_and_bytes_only,
        convert_from(p.content, 'UTF8')::jsonb = '{"amount": 1250, "currency": "EUR"}' AS content_ok
   FROM payflow.payloads p WHERE payflow._payload_operation(p.key) = :'op1';
 -- ... and the operation's row keeps that reference once, as the payload's
@@ -111,6 +111,19 @@ SELECT sqlstate, message LIKE 'checksum mismatch for payload "payments/pay_%/req
   FROM pf_try(format($$SELECT payflow.submit_ref('payment-4', 'pg', 'payments/' || %L || '/request.json', 'sha256:' || repeat('ab', 32), 1)$$, :'op1'));
 SELECT payflow.submit_ref('payment-5', 'pg', key, payflow._checksum(content), octet_length(content)) ~ '^pay_' AS pg_ref_ok
   FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op1';
+-- the check is of the stored bytes (no checksum is stored beside them): a
+-- plain digest of them passes (an application's own, as before 0.5.0), and
+-- bytes changed behind payflow's back fail whatever reference is given
+SELECT payflow.submit_ref('payment-6', 'pg', key, 'sha256:' || encode(sha256(content), 'hex'), octet_length(content))
+         ~ '^pay_' AS plain_digest_ok
+  FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op1';
+SELECT payflow._checksum(content) AS op1_checksum, octet_length(content) AS op1_size, key AS op1_key
+  FROM payflow.payloads WHERE payflow._payload_operation(key) = :'op1' \gset
+BEGIN;
+UPDATE payflow.payloads SET content = content || '\x20'::bytea WHERE key = :'op1_key';
+SELECT sqlstate FROM pf_try(format($$SELECT payflow.submit_ref('payment-7', 'pg', %L, %L, %s)$$,
+                                   :'op1_key', :'op1_checksum', :op1_size));
+ROLLBACK;
 
 -- status and history
 SELECT doc ->> 'operationId' = :'op1' AS id_ok, doc ->> 'paymentId' AS "paymentId",

@@ -17,7 +17,11 @@ wk_start_relay
 p=wra-$WK_RUN
 
 legacy -c "SELECT set_fault('slow', payment_id => '$p-late', seconds => 5)" >/dev/null
-wk_start_worker a
+# (in a session of its own: a stopped process in the test's process group
+# is sent SIGHUP by the kernel when that group becomes orphaned, as when
+# a process of the harness whose parent is outside the group exits: the
+# worker died of it in a CI run instead of resuming)
+wk_start_worker a setsid
 op=$(wk_submit "$p-late")
 pf_ok "worker a claimed the step" pf_wait_for 15 wk_log_has a "$op" '"step claimed"'
 call_started() { [ "$(legacy -c "SELECT call_count('charge', '$p-late')")" -ge 1 ]; }

@@ -148,11 +148,41 @@ BEGIN;
 SELECT payflow._make_day_partition('outbox_events', '', (now() AT TIME ZONE 'UTC')::date + 40) AS made;
 INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id, body)
 SELECT -1, gen_random_uuid(), payflow._day_id_floor((now() AT TIME ZONE 'UTC')::date + 40) || '0', 'T', 'd', 'g', '{}';
-SELECT c.relname ~ '_seq_idx$' AS seq_index, brin_summarize_range(c.oid::regclass, 0) AS ranges_summarized_now
+SELECT CASE WHEN c.relname ~ '_seq_idx$' THEN 'seq'
+			WHEN pg_get_indexdef(c.oid) ~ 'operation_id text_bloom_ops' THEN 'operation_id (bloom)' END AS brin_index,
+	   brin_summarize_range(c.oid::regclass, 0) AS ranges_summarized_now
   FROM payflow._day_partitions() p
   JOIN pg_index i ON i.indrelid = ('payflow.' || p.name)::regclass
   JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
- WHERE p.parent = 'outbox_events' AND p.day = (now() AT TIME ZONE 'UTC')::date + 40 AND a.amname = 'brin';
+ WHERE p.parent = 'outbox_events' AND p.day = (now() AT TIME ZONE 'UTC')::date + 40 AND a.amname = 'brin'
+ ORDER BY 1;
+-- The log's B-tree by operation holds its terminal events alone (one an
+-- operation: the webhook check's); every event of an operation is found
+-- through the bloom filters (the console), summarized or not
+INSERT INTO payflow.outbox_events (seq, event_id, operation_id, rendered)
+SELECT -1 - n, gen_random_uuid(), payflow._day_id_floor((now() AT TIME ZONE 'UTC')::date + 40) || (n % 49),
+	   (n % 4)::smallint
+  FROM generate_series(1, 20000) n;
+SELECT brin_summarize_new_values(c.oid::regclass) > 0 AS summarized
+  FROM payflow._day_partitions() p
+  JOIN pg_index i ON i.indrelid = ('payflow.' || p.name)::regclass
+  JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE p.parent = 'outbox_events' AND p.day = (now() AT TIME ZONE 'UTC')::date + 40
+   AND pg_get_indexdef(c.oid) ~ 'text_bloom_ops';
+SELECT regexp_replace(pg_get_indexdef(i.indexrelid), '^.* USING ', '') AS log_index
+  FROM pg_index i WHERE i.indrelid = 'payflow.outbox_events_default'::regclass ORDER BY 1;
+SET LOCAL enable_seqscan = off;
+SELECT count(*) AS events_of_one_operation
+  FROM payflow.outbox_events e
+ WHERE e.operation_id = payflow._day_id_floor((now() AT TIME ZONE 'UTC')::date + 40) || '7';
+SELECT count(*) AS its_terminal_events
+  FROM payflow.outbox_events e
+ WHERE e.operation_id = payflow._day_id_floor((now() AT TIME ZONE 'UTC')::date + 40) || '7'
+   AND payflow._operation_event(e.destination, e.rendered);
+-- (which index each of the two uses, in the default partition)
+EXPLAIN (COSTS OFF) SELECT FROM payflow.outbox_events_default e WHERE e.operation_id = 'pay_x';
+EXPLAIN (COSTS OFF) SELECT FROM payflow.outbox_events_default e
+ WHERE e.operation_id = 'pay_x' AND payflow._operation_event(e.destination, e.rendered);
 ROLLBACK;
 -- they are not the extension's (pg_dump keeps them with their rows); the
 -- default partitions are, and marked for pg_dump (where payflow is an

@@ -37,6 +37,17 @@ CREATE TABLE payflow.outbox_events (
 -- parent (tables.sql's history_events says why).  A seq is unique across
 -- the partitions: each comes from payflow.outbox_seq_seq.
 CREATE TABLE payflow.outbox_events_default PARTITION OF payflow.outbox_events DEFAULT;
+-- Whether a log row is an operation's terminal event (to operation-events),
+-- which stays as long as its operation for the webhook check (PF008) and
+-- which purge's pass over published events leaves: a rendered one keeps no
+-- destination, and 0 is its completed event (_outbox_event_route, below).
+-- Inlined, in queries and in the predicate of the index by operation below
+-- alike, so that the one implies the other.
+CREATE OR REPLACE FUNCTION payflow._operation_event(p_destination text, p_rendered smallint) RETURNS boolean
+	LANGUAGE sql IMMUTABLE
+	AS $$ SELECT coalesce(p_destination = 'operation-events' OR p_rendered = 0, false) $$;
+REVOKE ALL ON FUNCTION payflow._operation_event(text, smallint) FROM PUBLIC;
+
 -- By seq, as block ranges: the log is appended in about seq order, and
 -- only a rebuild (the events from outbox_position.done_below on), purge
 -- (the default partition's published events; whether a day still holds
@@ -46,9 +57,27 @@ CREATE TABLE payflow.outbox_events_default PARTITION OF payflow.outbox_events DE
 -- autosummarize summarizes each once the next one starts.
 CREATE INDEX outbox_events_default_seq_idx ON payflow.outbox_events_default USING brin (seq)
 	WITH (pages_per_range = 32, autosummarize = on);
--- An operation's events, for the console (admin_operation) and the
--- webhook check (_require_published).
-CREATE INDEX outbox_events_default_operation_idx ON payflow.outbox_events_default (operation_id);
+-- An operation's terminal events (operation-events: _operation_event), one
+-- an operation, for the webhook check (_require_published) and for purge,
+-- which deletes them with their operation.  Its other events (three of the
+-- four a three-step operation writes) are found by the bloom filters
+-- below: a B-tree entry for each took 99 bytes of WAL an event (index
+-- record and page splits), 300 an operation, and only the console reads
+-- them.
+CREATE INDEX outbox_events_default_operation_idx ON payflow.outbox_events_default (operation_id)
+	WHERE payflow._operation_event(destination, rendered);
+-- Every event of an operation, for the console (admin_operation): a bloom
+-- filter of the operation ids of each 32 pages.  Those hold some 2,400
+-- events (74 a page), nearly each of another operation (an operation's
+-- events are written seconds apart): a quarter of the 291 a page could
+-- hold, which is what a negative n_distinct_per_range is a fraction of
+-- (-1 made a filter larger than a page).  As with seq above, a range costs
+-- an insert nothing until it is summarized; a lookup reads every range's
+-- filter (some 3 KB each) and the few ranges that match (1 % false
+-- positives: more where the rows are smaller).
+CREATE INDEX outbox_events_default_operation_bloom ON payflow.outbox_events_default
+	USING brin (operation_id text_bloom_ops (n_distinct_per_range = -0.25))
+	WITH (pages_per_range = 32, autosummarize = on);
 
 -- The durable copy of the cursor: every event below done_below was
 -- published or dead-lettered.  Written at most once a second by a cursor
@@ -117,15 +146,7 @@ BEGIN
 	 WHERE o.id = e.operation_id;
 END
 $$;
--- Whether a log row is an operation's terminal event (to operation-events),
--- which stays as long as its operation for the webhook check (PF008) and
--- which purge's pass over published events leaves: a rendered one keeps no
--- destination, and 0 is its completed event (above).  Inlined.
-CREATE OR REPLACE FUNCTION payflow._operation_event(p_destination text, p_rendered smallint) RETURNS boolean
-	LANGUAGE sql IMMUTABLE
-	AS $$ SELECT coalesce(p_destination = 'operation-events' OR p_rendered = 0, false) $$;
-REVOKE ALL ON FUNCTION payflow._outbox_event_route(payflow.outbox_events),
-	payflow._operation_event(text, smallint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION payflow._outbox_event_route(payflow.outbox_events) FROM PUBLIC;
 
 -- The published events with their SQS message ids, a row each (0.4's
 -- table of that name, now derived from the batches and the log).

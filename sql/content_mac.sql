@@ -23,13 +23,24 @@ SELECT (:'ref'::jsonb) ->> 'checksum' = 'hmac-sha256:' || encode(:"pgc".hmac(p.c
 	   AS event_carries_it
   FROM payflow.payloads p, payflow.operations o WHERE p.key = (:'ref'::jsonb) ->> 'key' AND o.id = :'op';
 
--- the idempotency hash is keyed too, and still finds the same request
-SELECT o.request_hash = :"pgc".hmac(sha256(convert_to('cm-1', 'UTF8') || '\x00'::bytea || p.content),
-									 payflow.payload_mac_key(), 'sha256') AS request_hash_keyed,
-	   o.request_hash <> sha256(convert_to('cm-1', 'UTF8') || '\x00'::bytea || p.content) AS request_hash_not_plain
-  FROM payflow.operations o JOIN payflow.payloads p ON p.key = payflow._request_ref(o.id, o.request_ref, o.request_mac, o.request_size) ->> 'key' WHERE o.id = :'op';
+-- the idempotency check compares the keyed checksum (no hash of the
+-- request of its own, plain or keyed): the same request finds its
+-- operation, other details, another payment id or a reference are PF002
+SELECT count(*) AS request_hash_columns FROM pg_attribute
+ WHERE attrelid = 'payflow.operations'::regclass AND attname = 'request_hash' AND NOT attisdropped;
 SELECT payflow.submit('cm-1', '{"amount": 12, "cardNumber": "4111111111111111"}') = :'op' AS same_request_same_id;
 SELECT * FROM pf_try($$SELECT payflow.submit('cm-1', '{"amount": 13, "cardNumber": "4111111111111111"}')$$);
+SELECT * FROM pf_try($$SELECT payflow.submit('cm-1-other', '{"amount": 12, "cardNumber": "4111111111111111"}', 'cm-1')$$);
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('cm-1', 'pg', %L, %L, %s)$$,
+	(:'ref'::jsonb) ->> 'key', (:'ref'::jsonb) ->> 'checksum', (:'ref'::jsonb) ->> 'size'));
+-- submit_ref's request is told by its reference (store, key, checksum)
+SELECT payflow.submit_ref('cm-ref', 'pg', (:'ref'::jsonb) ->> 'key', (:'ref'::jsonb) ->> 'checksum',
+						  ((:'ref'::jsonb) ->> 'size')::bigint) AS ref_op \gset
+SELECT payflow.submit_ref('cm-ref', 'pg', (:'ref'::jsonb) ->> 'key', (:'ref'::jsonb) ->> 'checksum',
+						  ((:'ref'::jsonb) ->> 'size')::bigint) = :'ref_op' AS same_reference_same_id;
+SELECT * FROM pf_try($$SELECT payflow.submit('cm-ref', '{"amount": 12, "cardNumber": "4111111111111111"}')$$);
+SELECT * FROM pf_try(format($$SELECT payflow.submit_ref('cm-ref', 's3', %L, %L, %s)$$,
+	(:'ref'::jsonb) ->> 'key', (:'ref'::jsonb) ->> 'checksum', (:'ref'::jsonb) ->> 'size'));
 
 -- payload_get verifies: a keyed reference, a plain one made before 0.5.0,
 -- and refuses either for other bytes (PF005)

@@ -5,9 +5,9 @@
 -- not the retention); the open steps are in the operations' rows.  Its
 -- plan with 20,000 operations retained and 100 in flight:
 BEGIN;
-INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash, request_ref, status, current_step,
+INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_ref, status, current_step,
 								created_at, updated_at, terminal_at)
-SELECT 'pay_MPLANOLD' || lpad(g::text, 18, '0'), 'mp-old-' || g, 'mp-old-' || g, '\x00', '{}', 'COMPLETED',
+SELECT 'pay_MPLANOLD' || lpad(g::text, 18, '0'), 'mp-old-' || g, 'mp-old-' || g, '{}', 'COMPLETED',
 	   'CREATE_INVOICE', now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
   FROM generate_series(1, 20000) g;
 INSERT INTO payflow.step_results (operation_id, step_name, attempt, created_at, claimed_at, finished_at)

@@ -106,7 +106,7 @@ SELECT payflow.authenticate(:'key_a') AS tenant;
 SELECT payment_id, status FROM payflow.operations ORDER BY payment_id;
 SELECT count(DISTINCT operation_id) AS ops_in_history FROM payflow.operation_history;
 COMMIT;
-SELECT * FROM pf_try($$SELECT request_hash FROM payflow.operations$$);
+SELECT * FROM pf_try($$SELECT request_mac FROM payflow.operations$$);
 SELECT * FROM pf_try($$SELECT * FROM payflow.steps$$);
 SELECT * FROM pf_try($$SELECT payflow._set_tenant('tenant-a')$$);
 SELECT * FROM pf_try($$UPDATE payflow.operations SET tenant = 'tenant-a'$$);

@@ -192,9 +192,9 @@ q -c "SELECT count(payflow.submit('bench-active-' || n, '{\"amount\": 1}')) FROM
 metrics_small=$(ms_of "SELECT payflow.metrics() IS NOT NULL")
 pages_small=$(pages_of "$metrics_body")
 q <<-'SQL' >/dev/null
-	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash, status, current_step,
+	INSERT INTO payflow.operations (id, payment_id, idempotency_key, status, current_step,
 									request_ref, created_at, updated_at, terminal_at)
-	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), 'bench-old-' || g, 'bench-old-' || g, '\x00', 'COMPLETED',
+	SELECT 'pay_BENCH' || lpad(g::text, 22, '0'), 'bench-old-' || g, 'bench-old-' || g, 'COMPLETED',
 		   'CREATE_INVOICE', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
 	  FROM generate_series(1, 300000) g;
 	INSERT INTO payflow.step_results (operation_id, step_name, attempt, created_at, claimed_at, finished_at)
@@ -211,8 +211,8 @@ naive_big=$(ms_of "$naive_sql")
 pages_naive=$(pages_of "$naive_sql")
 # a backlog: 100,000 more operations waiting (PENDING), as in an outage
 q <<-'SQL' >/dev/null
-	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_hash, request_ref)
-	SELECT 'pay_WAIT' || lpad(g::text, 22, '0'), 'bench-wait-' || g, 'bench-wait-' || g, '\x00', '{}'
+	INSERT INTO payflow.operations (id, payment_id, idempotency_key, request_ref)
+	SELECT 'pay_WAIT' || lpad(g::text, 22, '0'), 'bench-wait-' || g, 'bench-wait-' || g, '{}'
 	  FROM generate_series(1, 100000) g;
 	VACUUM ANALYZE payflow.operations;
 	SQL

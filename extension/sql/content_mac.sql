@@ -12,10 +12,10 @@
 --   checksum       "hmac-sha256:<hex>" in payload references (messages,
 --                  request_mac and result_mac, the console), and the name of the
 --                  HTTP edge's request objects (requests/hmac-<hex>.json)
---   request_hash   HMAC of sha256(payment id, 0, details): the idempotency
---                  check (PF002).  It never leaves the database but is
---                  readable by payflow_admin and kept in dumps, and it
---                  outlives the payload it was made of (purge): keyed too.
+--   request_mac    the checksum of a request payflow stores, which the
+--                  idempotency check (PF002) compares too: it outlives the
+--                  payload it was made of (purge).  0.4's separate request
+--                  hash is gone (operations.sql's _same_request).
 --
 -- The secret: 32 random bytes in _content_key, made by CREATE EXTENSION
 -- (and the update to 0.5.0), read by the owner's functions only.  Who must
@@ -126,13 +126,6 @@ CREATE OR REPLACE FUNCTION payflow._checksum_matches(content bytea, checksum tex
 				ELSE payflow._checksum(content) = checksum END
 $$;
 
--- The idempotency check's hash of a request (PF002): keyed, over the
--- plain digest of its parts (so that the update to 0.5.0 could key the
--- hashes already stored).
-CREATE OR REPLACE FUNCTION payflow._request_hash(digest bytea) RETURNS bytea
-	LANGUAGE sql STABLE STRICT PARALLEL SAFE
-	AS $$ SELECT payflow._content_mac(digest) $$;
-
 -- The role that may read the key (above).
 DO $payload_mac_role$
 BEGIN
@@ -158,5 +151,5 @@ REVOKE ALL ON payflow._content_key FROM PUBLIC;
 REVOKE ALL ON FUNCTION payflow._hmac_pad(bytea, integer), payflow._content_key_replace(),
 	payflow._mac_with(bytea, bytea, bytea), payflow._checksum_with(bytea, bytea, bytea),
 	payflow._content_mac(bytea), payflow._checksum(bytea), payflow._checksum_matches(bytea, text),
-	payflow._request_hash(bytea), payflow.payload_mac_key() FROM PUBLIC;
+	payflow.payload_mac_key() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.payload_mac_key() TO payflow_payload_mac;

@@ -36,6 +36,31 @@ BEGIN
 END
 $$;
 
+-- Whether a request given again with an operation's idempotency key is the
+-- one that made it (else PF002): the same payment id, and the same details
+-- (submit: p_content) or the same reference (submit_ref: p_ref; store, key
+-- and checksum, as 0.4's hash took them).  Told by what the operation keeps
+-- anyway, not by a hash of its own (0.4 kept one, 33 bytes of every row):
+-- the keyed checksum of a request payflow stores (request_mac), or, for an
+-- operation made by 0.4, the reference it kept, whose plain checksum is of
+-- the same bytes; a submit_ref's key is never under its own operation's
+-- (the payload named exists before the operation does).
+CREATE OR REPLACE FUNCTION payflow._same_request(o payflow.operations, p_payment_id text, p_ref jsonb,
+												 p_content bytea)
+	RETURNS boolean
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT coalesce(o.payment_id = p_payment_id AND CASE
+		WHEN p_content IS NOT NULL THEN
+			CASE WHEN o.request_mac IS NOT NULL THEN o.request_mac = payflow._content_mac(p_content)
+				 ELSE o.request_ref ->> 'key' = payflow._payload_key(o.id, 'request.json')
+					  AND payflow._checksum_matches(p_content, o.request_ref ->> 'checksum') END
+		ELSE o.request_mac IS NULL AND o.request_ref ->> 'key' <> payflow._payload_key(o.id, 'request.json')
+			 AND o.request_ref ->> 'store' = p_ref ->> 'store' AND o.request_ref ->> 'key' = p_ref ->> 'key'
+			 AND o.request_ref ->> 'checksum' = p_ref ->> 'checksum' END, false)
+$$;
+REVOKE ALL ON FUNCTION payflow._same_request(payflow.operations, text, jsonb, bytea) FROM PUBLIC;
+
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement
@@ -45,7 +70,7 @@ $$;
 -- start-up.  The operation starts on the newest pipeline version, in its
 -- first step's ready status, with that step's request.
 CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
-										  p_correlation_id text, p_request_hash bytea,
+										  p_correlation_id text,
 										  p_request_ref jsonb, p_content bytea, p_priority smallint,
 										  p_traceparent text)
 	RETURNS text
@@ -76,10 +101,10 @@ BEGIN
 		  FROM payflow.step_definitions d
 		 WHERE d.pipeline_version = payflow._pipeline_version() AND d.position = 1
 	), op AS (
-		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
+		INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key,
 										correlation_id, request_ref, status, current_step, pipeline_version,
 										submitted_by, priority, held_step, traceparent, request_mac, request_size)
-		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_request_hash, p_correlation_id, p_request_ref,
+		SELECT v_id, v_tenant, p_payment_id, p_idempotency_key, p_correlation_id, p_request_ref,
 			   f.ready_status, f.step_name, f.pipeline_version, session_user, p_priority, f.held_step,
 			   p_traceparent, v_mac, CASE WHEN v_mac IS NOT NULL THEN octet_length(p_content) END
 		  FROM f
@@ -113,7 +138,7 @@ BEGIN
 		IF NOT FOUND THEN
 			-- not a conflict: the tenant is past its quota
 			PERFORM payflow._quota_exceeded(v_tenant);
-		ELSIF v_existing.request_hash <> p_request_hash THEN
+		ELSIF NOT payflow._same_request(v_existing, p_payment_id, p_request_ref, p_content) THEN
 			RAISE EXCEPTION 'idempotency key "%" was already used with other details', p_idempotency_key
 				USING ERRCODE = 'PF002',
 					  DETAIL = format('Operation %s was created with this key.', v_existing.id),
@@ -202,7 +227,6 @@ BEGIN
 	END IF;
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
-		payflow._request_hash(sha256(convert_to(payment_id, 'UTF8') || '\x00'::bytea || v_content)),
 		NULL, v_content, coalesce(priority, 0)::smallint, payflow._traceparent(traceparent));
 END
 $$;
@@ -257,7 +281,6 @@ BEGIN
 	END IF;
 	RETURN payflow._create_operation(
 		payment_id, coalesce(idempotency_key, payment_id), correlation_id,
-		payflow._request_hash(sha256(convert_to(payment_id || E'\n' || store || E'\n' || key || E'\n' || checksum, 'UTF8'))),
 		jsonb_build_object('store', store, 'key', key, 'checksum', checksum, 'size', size),
 		NULL, payflow._require_priority(priority), payflow._traceparent(traceparent));
 END

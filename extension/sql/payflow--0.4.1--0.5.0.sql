@@ -244,7 +244,7 @@ DROP FUNCTION payflow._create_operation(text, text, text, bytea, jsonb, bytea);
 --@@ include operations.sql @@
 REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text),
-	payflow._create_operation(text, text, text, bytea, jsonb, bytea, smallint, text) FROM PUBLIC;
+	payflow._create_operation(text, text, text, jsonb, bytea, smallint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text) TO payflow_app;
 --@@ include payloads.sql @@
@@ -399,9 +399,10 @@ REVOKE ALL ON FUNCTION payflow._webhook_key_get(), payflow._webhook_key_make() F
 
 -- ---------------------------------------------------------------------------
 -- Keyed checksums (issue 26, M4; content_mac.sql): the installation's key,
--- "hmac-sha256:" checksums for payloads written from now on, and the
--- idempotency hashes already stored keyed where they are (the same key of
--- the same plain digest as a new submit makes).  References made before
--- keep their "sha256:" checksums, which stay readable.
+-- "hmac-sha256:" checksums for payloads written from now on.  References
+-- made before keep their "sha256:" checksums, which stay readable, and
+-- the idempotency check reads them in place of 0.4's request hash, which
+-- goes (plain, it named a card number to whoever guessed the rest of the
+-- request: operations.sql's _same_request).
 --@@ include content_mac.sql @@
-UPDATE payflow.operations SET request_hash = payflow._request_hash(request_hash);
+ALTER TABLE payflow.operations DROP COLUMN request_hash;

@@ -228,11 +228,10 @@ BEGIN
 			 -- (OFFSET 0: computed once an item, not copied into each use)
 			 CROSS JOIN LATERAL (SELECT payflow._mac_with(k.inner_pad, k.outer_pad, ids.content) AS mac OFFSET 0) m
 		), op AS (
-			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash,
+			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key,
 											correlation_id, status, current_step, pipeline_version,
 											submitted_by, priority, held_step, traceparent, request_mac, request_size)
 			SELECT it.id, v_tenant, it.payment_id, it.key,
-				   payflow._request_hash(sha256(convert_to(it.payment_id, 'UTF8') || '\x00'::bytea || it.content)),
 				   it.correlation_id, f.ready_status, f.step_name, f.pipeline_version, session_user,
 				   it.priority, f.held_step, it.traceparent, it.mac, octet_length(it.content)
 			  FROM it, f
@@ -272,13 +271,13 @@ BEGIN
 		-- (LIMIT 1 in the LATERAL keeps it an index probe: joined as a set,
 		-- the planner hashed the whole operations table), and the first
 		-- item in key order whose key names other details: PF002
-		SELECT array_agg(o.id ORDER BY r.i),
+		SELECT array_agg((x.o).id ORDER BY r.i),
 			   (array_agg(r.i ORDER BY r.key COLLATE "C", r.i)
-				  FILTER (WHERE o.request_hash <> payflow._request_hash(sha256(convert_to(r.payment_id, 'UTF8') || '\x00'::bytea || r.content))))[1]
+				  FILTER (WHERE NOT payflow._same_request(x.o, r.payment_id, NULL, r.content)))[1]
 		  INTO v_ids, v_i
 		  FROM unnest(v_payments, v_keys, v_contents) WITH ORDINALITY AS r(payment_id, key, content, i)
-		  CROSS JOIN LATERAL (SELECT o.id, o.request_hash FROM payflow.operations o
-							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) o;
+		  CROSS JOIN LATERAL (SELECT o FROM payflow.operations o
+							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) x;
 		IF coalesce(cardinality(v_ids), 0) <> coalesce(cardinality(v_keys), 0) THEN
 			-- an item neither made nor there before: the tenant is past its quota
 			v_i := 0;

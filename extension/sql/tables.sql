@@ -117,7 +117,9 @@ CREATE TABLE payflow.operations (
 	tenant text COLLATE "C" NOT NULL DEFAULT '',
 	payment_id text COLLATE "C" NOT NULL,
 	idempotency_key text COLLATE "C" NOT NULL,
-	request_hash bytea NOT NULL,	-- keyed hash of payment id + details (PF002; content_mac.sql)
+	-- (no hash of the request for the idempotency check, PF002: the
+	-- payment id and the request's checksum or reference tell it,
+	-- operations.sql's _same_request)
 	correlation_id text,
 	request_ref jsonb,		-- NULL when request_mac holds it (below)
 	created_at timestamptz NOT NULL DEFAULT now(),

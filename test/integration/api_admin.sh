@@ -146,10 +146,10 @@ pf_eq "a path out of the folder: 404" 404 "$(http GET "$API_URL/console/../conso
 pf_eq "a dot file: 404" 404 "$(http GET "$API_URL/console/.gitignore" "")"
 
 # ---- the plan of the list with 1,000,000 retained operations: index scans only
-q -c "INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, request_hash, status, current_step,
+q -c "INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key, status, current_step,
 									   request_ref, created_at, updated_at, terminal_at)
 	  SELECT 'pay_' || lpad(upper(to_hex(i)), 26, '0'), 'bulk-$API_RUN-' || (i % 50), 'bulk-' || i, 'bulk-$API_RUN-' || i,
-			 '\\x00', CASE WHEN i % 1000 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, 'CREATE_INVOICE', '{}',
+			 CASE WHEN i % 1000 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, 'CREATE_INVOICE', '{}',
 			 now() - interval '2 days', now() - interval '2 days', now() - interval '2 days'
 		FROM generate_series(1, 1000000) i" >/dev/null
 q -c "ANALYZE payflow.operations" >/dev/null

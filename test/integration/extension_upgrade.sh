@@ -164,6 +164,10 @@ for from in $released; do
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.status('$op') ->> 'status'")"
 	pf_eq "$from: ... and is found again by its idempotency key" "$op" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT payflow.submit('upgrade-1', '{\"amount\": 1}')")"
+	# (0.5.0 keeps no hash of the request: its reference from before tells it)
+	pf_eq "$from: ... and other details under its key are refused (PF002)" "ERROR:  PF002" \
+		"$(pf_psql -d pf_upgrade_old -Atq -v VERBOSITY=sqlstate \
+			-c "SELECT payflow.submit('upgrade-1', '{\"amount\": 2}')" 2>&1)"
 	pf_eq "$from: ... runs on pipeline version 1" "1" \
 		"$(pf_psql -d pf_upgrade_old -Atqc "SELECT pipeline_version FROM payflow.operations WHERE id = '$op'")"
 	pf_eq "$from: ... and its step runs on the 0.4.0 step functions" "run|PAYMENT_PROCESSING" \

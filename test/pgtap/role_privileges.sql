@@ -108,7 +108,7 @@ BEGIN
 								'SELECT previous_secret_sealed FROM payflow.webhooks',
 								'SELECT key FROM payflow._webhook_key',
 								'SELECT key FROM payflow._content_key',
-								'SELECT request_hash FROM payflow.operations',
+								'SELECT request_mac FROM payflow.operations',
 								'SELECT content FROM payflow.payloads']
 	LOOP
 		BEGIN
@@ -442,9 +442,9 @@ RESET ROLE;
 SET ROLE rp_admin;
 SELECT set_eq('SELECT * FROM public.rp_callable()', 'SELECT fn FROM rp_expected WHERE role = ''admin''',
 			  'admin can call every public function (and _current_tenant), no other internal one');
-SELECT set_eq('SELECT * FROM public.rp_writable()', ARRAY['SELECT request_hash FROM payflow.operations',
+SELECT set_eq('SELECT * FROM public.rp_writable()', ARRAY['SELECT request_mac FROM payflow.operations',
 														 'SELECT content FROM payflow.payloads'],
-			  'admin writes no payflow table, reads no secret (it may read payloads and hashes)');
+			  'admin writes no payflow table, reads no secret (it may read payloads and their checksums)');
 SELECT lives_ok($$SELECT payflow.metrics()$$, 'admin reads metrics');
 SELECT lives_ok($$SELECT payflow.run_scheduler(10)$$, 'admin runs the scheduler');
 SELECT lives_ok($$SELECT payflow.purge(10)$$, 'admin purges');

@@ -105,7 +105,7 @@ SELECT is(
 SELECT ok((SELECT bool_and(relrowsecurity) FROM pg_class
 			WHERE oid IN ('payflow.operations'::regclass)),
 		  'row-level security is on for the table the app reads');
-SELECT ok(NOT has_column_privilege('payflow_app', 'payflow.operations', 'request_hash', 'SELECT'), 'the app does not read request hashes');
+SELECT ok(NOT has_column_privilege('payflow_app', 'payflow.operations', 'request_mac', 'SELECT'), 'the app does not read request checksums');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.api_keys', 'key_hash', 'SELECT'), 'not even the admin reads key hashes');
 SELECT ok(NOT has_column_privilege('payflow_admin', 'payflow.webhooks', 'secret_sealed', 'SELECT'), 'nor webhook secrets');
 

@@ -10,7 +10,7 @@ SELECT count(*) AS claimed, bool_and(dedup_id = event_id::text) AS dedup_is_even
        bool_and(attributes = jsonb_strip_nulls(jsonb_build_object(
                     'eventType', body::jsonb ->> 'eventType', 'operationId', body::jsonb ->> 'operationId',
                     'correlationId', body::jsonb ->> 'correlationId',
-                    'traceparent', (SELECT o.traceparent FROM payflow.operations o WHERE o.id = body::jsonb ->> 'operationId')))
+                    'traceparent', (SELECT payflow._traceparent_text(o.traceparent) FROM payflow.operations o WHERE o.id = body::jsonb ->> 'operationId')))
                 AND attributes ->> 'eventType' = 'PaymentRequested') AS attributes_ok
   FROM payflow.outbox_claim(3, 'relay-1');
 -- claimed rows are not handed out again while the claim lasts

@@ -53,7 +53,7 @@ SELECT event_type, destination, message_group_id,
 BEGIN;
 SELECT c.attributes = jsonb_build_object('eventType', 'PaymentRequested', 'operationId', :'op1',
                                          'correlationId', 'req-1',
-                                         'traceparent', (SELECT traceparent FROM payflow.operations WHERE id = :'op1')) AS attributes_ok
+                                         'traceparent', (SELECT payflow._traceparent_text(traceparent) FROM payflow.operations WHERE id = :'op1')) AS attributes_ok
   FROM payflow.outbox_claim(1000, 'relay-attr') c WHERE c.event_id = (SELECT event_id FROM payflow.outbox WHERE operation_id = :'op1');
 ROLLBACK;
 

@@ -25,12 +25,12 @@ SELECT count(*) AS written FROM payflow.operations WHERE payment_id IN ('t-bad',
 -- the caller's context is stored as given; status() shows its trace id
 SELECT payflow.submit('t-1', '{"amount": 1}',
 	traceparent => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') AS op1 \gset
-SELECT traceparent FROM payflow.operations WHERE id = :'op1';
+SELECT payflow._traceparent_text(traceparent) AS traceparent FROM payflow.operations WHERE id = :'op1';
 SELECT payflow.status(:'op1') ->> 'traceId' AS trace_id;
 -- a later version is read as 00 and stored so (extra fields dropped)
 SELECT payflow.submit('t-2', '{"amount": 1}',
 					  traceparent => 'cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-what-comes-next') AS op2 \gset
-SELECT traceparent FROM payflow.operations WHERE id = :'op2';
+SELECT payflow._traceparent_text(traceparent) AS traceparent FROM payflow.operations WHERE id = :'op2';
 -- the same key again: the operation keeps the trace of its first submit
 SELECT payflow.submit('t-1', '{"amount": 1}',
 	traceparent => '00-11111111111111111111111111111111-2222222222222222-01') = :'op1' AS same_operation;
@@ -39,19 +39,24 @@ SELECT payflow.status(:'op1') ->> 'traceId' AS trace_id;
 -- none given: a new trace each, sampled
 SELECT count(payflow.submit('t-new-' || n, '{"amount": 1}')) AS submitted FROM generate_series(1, 20) n;
 SELECT count(*) AS operations, count(DISTINCT payflow._trace_id(traceparent)) AS traces,
-	   bool_and(traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$' AND payflow._traceparent_valid(traceparent)) AS well_formed
+	   bool_and(payflow._traceparent_text(traceparent) ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$'
+				AND payflow._traceparent_valid(payflow._traceparent_text(traceparent))) AS well_formed
   FROM payflow.operations WHERE payment_id LIKE 't-new-%';
 
 -- submit_ref and submit_many take it too
 SELECT payflow.submit_ref('t-ref', 's3', 'requests/t-ref', 'sha256:' || repeat('a', 64), 10,
 						  traceparent => '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01') AS op_ref \gset
-SELECT traceparent FROM payflow.operations WHERE id = :'op_ref';
+SELECT payflow._traceparent_text(traceparent) AS traceparent FROM payflow.operations WHERE id = :'op_ref';
 SELECT count(*) AS submitted FROM payflow.submit_many('[{"payment_id": "t-many-1", "details": {},
 		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"},
 	{"payment_id": "t-many-2", "details": {}}]');
 SELECT payment_id, traceparent IS NOT NULL AS has_trace,
-	   traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' AS as_given
+	   payflow._traceparent_text(traceparent) = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' AS as_given
   FROM payflow.operations WHERE payment_id LIKE 't-many-%' ORDER BY 1;
+
+-- kept as its 25 bytes (trace id, parent id, flags), shown as the text
+SELECT octet_length(traceparent) AS stored_bytes, payflow._trace_id(traceparent) AS trace_id
+  FROM payflow.operations WHERE id = :'op1';
 
 -- the operation's events carry it as the SQS attribute the workers read
 BEGIN;

@@ -72,7 +72,7 @@ REVOKE ALL ON FUNCTION payflow._same_request(payflow.operations, text, jsonb, by
 CREATE OR REPLACE FUNCTION payflow._create_operation(p_payment_id text, p_idempotency_key text,
 										  p_correlation_id text,
 										  p_request_ref jsonb, p_content bytea, p_priority smallint,
-										  p_traceparent text)
+										  p_traceparent bytea)
 	RETURNS text
 	LANGUAGE plpgsql
 	-- One plan per session, not a custom one at each of the first five

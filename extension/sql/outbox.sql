@@ -444,8 +444,8 @@ BEGIN
 				  u.body::text,
 				  -- the attributes follow the body, so they can never tell another story
 				  payflow._event_attributes(u.operation_id, u.body ->> 'correlationId', u.event_type,
-											(SELECT o.traceparent FROM payflow.operations o
-											  WHERE o.id = u.operation_id));
+											payflow._traceparent_text((SELECT o.traceparent FROM payflow.operations o
+																	   WHERE o.id = u.operation_id)));
 END
 $$;
 

@@ -134,7 +134,7 @@ ALTER TABLE payflow.operations
 	ADD COLUMN priority smallint NOT NULL DEFAULT 0,
 	ADD COLUMN request_size integer,
 	ADD COLUMN submitted_by text,
-	ADD COLUMN traceparent text COLLATE "C",
+	ADD COLUMN traceparent bytea,
 	ADD COLUMN request_mac bytea,
 	ALTER COLUMN request_ref DROP NOT NULL,
 	ADD CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL);
@@ -244,7 +244,7 @@ DROP FUNCTION payflow._create_operation(text, text, text, bytea, jsonb, bytea);
 --@@ include operations.sql @@
 REVOKE ALL ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text),
-	payflow._create_operation(text, text, text, jsonb, bytea, smallint, text) FROM PUBLIC;
+	payflow._create_operation(text, text, text, jsonb, bytea, smallint, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text),
 	payflow.submit_ref(text, text, text, text, bigint, text, text, integer, text) TO payflow_app;
 --@@ include payloads.sql @@

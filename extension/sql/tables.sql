@@ -183,8 +183,9 @@ CREATE TABLE payflow.operations (
 	-- who submitted it (NULL for an operation submitted before 0.5.0, whose
 	-- history rows are all stored: history.sql)
 	submitted_by text,
-	-- the W3C traceparent the operation's spans continue (trace_context.sql)
-	traceparent text COLLATE "C",
+	-- the W3C traceparent the operation's spans continue, as its 25 bytes
+	-- (trace_context.sql: _traceparent_text)
+	traceparent bytea,
 	request_mac bytea,
 	CONSTRAINT operations_request_kept CHECK (request_ref IS NOT NULL OR request_mac IS NOT NULL),
 	-- the key first: the admin list's search by payment id reads it for the

@@ -73,15 +73,16 @@ pf_eq "traceparent: 202, the operation in the caller's trace" "202 $TRACE" \
 												  WHERE id = '$(json_field operationId)'")"
 op_trace=$(json_field operationId)
 pf_ok "... under the request's span, not the caller's" \
-	test "$(q -c "SELECT substr(traceparent, 37, 16) FROM payflow.operations WHERE id = '$op_trace'")" != 00f067aa0ba902b7
+	test "$(q -c "SELECT substr(payflow._traceparent_text(traceparent), 37, 16) FROM payflow.operations WHERE id = '$op_trace'")" != 00f067aa0ba902b7
 pf_eq "GET /operations/{id} names the trace" "$TRACE" "$(http GET "$API_URL/operations/$op_trace" "$KEY" >/dev/null; json_field traceId)"
 pf_ok "the API's log line of that payment names the trace and its span" \
 	grep -q "\"operationId\":\"$op_trace\".*\"traceId\":\"$TRACE\",\"spanId\":\"[0-9a-f]\{16\}\"" "$API_DIR"/api-main.log
 for bad_trace in "00-$TRACE-0000000000000000-01" "not a trace" "ff-$TRACE-00f067aa0ba902b7-01"; do
 	pf_eq "traceparent '$bad_trace': 202, a new trace" "202 new" \
 		"$(post_payment "$KEY" "$P-trace-$RANDOM" '{"amount":1}' -H "traceparent: $bad_trace") $(
-			q -c "SELECT CASE WHEN traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$' AND payflow._trace_id(traceparent) <> '$TRACE'
-						 THEN 'new' ELSE traceparent END FROM payflow.operations WHERE id = '$(json_field operationId)'")"
+			q -c "SELECT CASE WHEN payflow._traceparent_text(traceparent) ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$'
+							  AND payflow._trace_id(traceparent) <> '$TRACE'
+						 THEN 'new' ELSE payflow._traceparent_text(traceparent) END FROM payflow.operations WHERE id = '$(json_field operationId)'")"
 done
 for bad in '[1,2]' '{"details":{}}' '{"paymentId":"x"}' '{"paymentId":7,"details":{}}' \
 	'{"paymentId":"x","details":"amount=1"}' '{"paymentId":"x","details":{},"extra":1}' '{"paymentId":"","details":{}}' \

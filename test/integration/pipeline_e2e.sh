@@ -285,7 +285,7 @@ pf_eq "no message reached a DLQ" 0 "$dlq_total"
 # Every worker line about an operation names the operation's trace (the
 # relay sent it as the SQS attribute "traceparent"), each attempt a span of
 # its own under it: a trace the caller gave is continued, not replaced.
-q -c "SELECT id || ' ' || payflow._trace_id(traceparent) || ' ' || status || ' ' || (traceparent LIKE '00-' || md5(payment_id) || '-%')
+q -c "SELECT id || ' ' || payflow._trace_id(traceparent) || ' ' || status || ' ' || (payflow._traceparent_text(traceparent) LIKE '00-' || md5(payment_id) || '-%')
 	  FROM payflow.operations WHERE payment_id LIKE '$P-%'" >"$DIR/traces"
 pf_eq "every operation has a trace; every third one the caller's" "$N $((N / 3))" \
 	"$(wc -l <"$DIR/traces") $(grep -c ' true$' "$DIR/traces")"

@@ -211,9 +211,8 @@ SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'pg size mismatch',         format($$SELECT payflow.submit_ref('p', 'pg', %L, %L, %s)$$, :'stored_key', :'stored_sum', :stored_size + 1)
 ]);
 SELECT pf_changed(:'before') AS changed;
--- submit_ref's request hash joins its fields with newlines, so identifiers
--- may hold no control character: two requests whose newlines shift between
--- payment id and key cannot be conflated under one idempotency key.
+-- identifiers may hold no control character: SQS refuses them in message
+-- attributes, and a newline would split a log line.
 SELECT n, label, sqlstate, message FROM pf_cases(ARRAY[
 	'payment_id with a newline', $$SELECT payflow.submit_ref(E'p\ns3', 's3', 'k', 'sha256:' || repeat('0', 64), 1, 'collide')$$,
 	'key with a newline',        $$SELECT payflow.submit_ref('p', 's3', E's3\nk', 'sha256:' || repeat('0', 64), 1, 'collide')$$,

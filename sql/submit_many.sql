@@ -44,7 +44,7 @@ SELECT m.item,
   JOIN payflow.outbox e ON e.operation_id = o.id
  ORDER BY m.item;
 
--- its request hash is submit's: submit() with the same details names the same operation
+-- its request checksum is submit's: submit() with the same details names the same operation
 SELECT payflow.submit('many-2', '{"currency": "EUR", "amount": 200}') = operation_id AS submit_finds_it
   FROM many WHERE item = 2;
 

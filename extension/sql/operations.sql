@@ -38,28 +38,29 @@ $$;
 
 -- Whether a request given again with an operation's idempotency key is the
 -- one that made it (else PF002): the same payment id, and the same details
--- (submit: p_content) or the same reference (submit_ref: p_ref; store, key
--- and checksum, as 0.4's hash took them).  Told by what the operation keeps
+-- (submit: p_content, and p_mac its keyed checksum, which the caller made
+-- already) or the same reference (submit_ref: p_ref; store, key and
+-- checksum, as 0.4's hash took them).  Told by what the operation keeps
 -- anyway, not by a hash of its own (0.4 kept one, 33 bytes of every row):
 -- the keyed checksum of a request payflow stores (request_mac), or, for an
 -- operation made by 0.4, the reference it kept, whose plain checksum is of
 -- the same bytes; a submit_ref's key is never under its own operation's
 -- (the payload named exists before the operation does).
 CREATE OR REPLACE FUNCTION payflow._same_request(o payflow.operations, p_payment_id text, p_ref jsonb,
-												 p_content bytea)
+												 p_content bytea, p_mac bytea)
 	RETURNS boolean
 	LANGUAGE sql STABLE
 	AS $$
 	SELECT coalesce(o.payment_id = p_payment_id AND CASE
 		WHEN p_content IS NOT NULL THEN
-			CASE WHEN o.request_mac IS NOT NULL THEN o.request_mac = payflow._content_mac(p_content)
+			CASE WHEN o.request_mac IS NOT NULL THEN o.request_mac = p_mac
 				 ELSE o.request_ref ->> 'key' = payflow._payload_key(o.id, 'request.json')
 					  AND payflow._checksum_matches(p_content, o.request_ref ->> 'checksum') END
 		ELSE o.request_mac IS NULL AND o.request_ref ->> 'key' <> payflow._payload_key(o.id, 'request.json')
 			 AND o.request_ref ->> 'store' = p_ref ->> 'store' AND o.request_ref ->> 'key' = p_ref ->> 'key'
 			 AND o.request_ref ->> 'checksum' = p_ref ->> 'checksum' END, false)
 $$;
-REVOKE ALL ON FUNCTION payflow._same_request(payflow.operations, text, jsonb, bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION payflow._same_request(payflow.operations, text, jsonb, bytea, bytea) FROM PUBLIC;
 
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
@@ -138,7 +139,7 @@ BEGIN
 		IF NOT FOUND THEN
 			-- not a conflict: the tenant is past its quota
 			PERFORM payflow._quota_exceeded(v_tenant);
-		ELSIF NOT payflow._same_request(v_existing, p_payment_id, p_request_ref, p_content) THEN
+		ELSIF NOT payflow._same_request(v_existing, p_payment_id, p_request_ref, p_content, v_mac) THEN
 			RAISE EXCEPTION 'idempotency key "%" was already used with other details', p_idempotency_key
 				USING ERRCODE = 'PF002',
 					  DETAIL = format('Operation %s was created with this key.', v_existing.id),
@@ -150,9 +151,9 @@ BEGIN
 END
 $$;
 
--- Identifiers that end up in hashes, message attributes and logs may not
--- hold control characters: the request hash of submit_ref joins fields with
--- newlines, and SQS refuses control characters in attribute values.  Nor
+-- Identifiers that end up in message attributes and logs may not hold
+-- control characters: SQS refuses them in attribute values, and a newline
+-- would split a log line.  Nor
 -- U+FFFE or U+FFFF, the only other characters PostgreSQL's UTF-8 can hold
 -- that SQS refuses in a message body or attribute (it takes #x9, #xA, #xD,
 -- #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF): an event naming one would

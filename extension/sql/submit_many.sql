@@ -112,8 +112,8 @@ $$;
 -- two arrays naming the same keys in opposite orders would otherwise
 -- deadlock (40P01); in one order, one waits for the other.  An item whose
 -- key was taken before (or earlier in the array) is found afterwards and
--- its request hash compared, as submit does: PF002 names the first such
--- item in key order.
+-- its request compared, as submit does (_same_request): PF002 names the
+-- first such item in key order.
 CREATE FUNCTION payflow.submit_many(requests jsonb)
 	RETURNS TABLE (item integer, payment_id text, operation_id text)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -135,6 +135,7 @@ DECLARE
 	v_keys text[] := ARRAY[]::text[];
 	v_correlations text[] := ARRAY[]::text[];
 	v_contents bytea[] := ARRAY[]::bytea[];
+	v_macs bytea[] := ARRAY[]::bytea[];
 	v_priorities smallint[] := ARRAY[]::smallint[];
 	v_traces text[] := ARRAY[]::text[];
 	v_ids text[] := ARRAY[]::text[];
@@ -196,14 +197,20 @@ BEGIN
 			PERFORM payflow._require_size('details', octet_length(convert_to((v_item -> 'details')::text, 'UTF8')));
 			RAISE EXCEPTION 'must be a valid request' USING ERRCODE = 'invalid_parameter_value';	-- not reached
 		END IF;
+		-- each request's keyed checksum made here, once: the operation keeps
+		-- it (tables.sql) and the idempotency check below compares it (the
+		-- key read once, not by a _content_mac call per item: content_mac.sql)
 		SELECT coalesce(array_agg(r.e ->> 'payment_id' ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(coalesce(r.e ->> 'idempotency_key', r.e ->> 'payment_id') ORDER BY r.o), ARRAY[]::text[]),
 			   coalesce(array_agg(r.e ->> 'correlation_id' ORDER BY r.o), ARRAY[]::text[]),
-			   coalesce(array_agg(convert_to((r.e -> 'details')::text, 'UTF8') ORDER BY r.o), ARRAY[]::bytea[]),
+			   coalesce(array_agg(c.content ORDER BY r.o), ARRAY[]::bytea[]),
+			   coalesce(array_agg(payflow._mac_with(k.inner_pad, k.outer_pad, c.content) ORDER BY r.o), ARRAY[]::bytea[]),
 			   coalesce(array_agg(coalesce((r.e ->> 'priority')::numeric, 0)::smallint ORDER BY r.o), ARRAY[]::smallint[]),
 			   coalesce(array_agg(r.e ->> 'traceparent' ORDER BY r.o), ARRAY[]::text[])
-		  INTO v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces
-		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o);
+		  INTO v_payments, v_keys, v_correlations, v_contents, v_macs, v_priorities, v_traces
+		  FROM jsonb_array_elements(requests) WITH ORDINALITY r(e, o)
+		 CROSS JOIN LATERAL (SELECT convert_to((r.e -> 'details')::text, 'UTF8') AS content) c
+		 CROSS JOIN payflow._content_key k;
 		v_i := 0;
 
 		-- pass 2: all of them at once, in key order; a taken key is skipped
@@ -218,15 +225,12 @@ BEGIN
 			-- volatile in the select list: a new id and event id per item
 			SELECT r.*, payflow._new_operation_id() AS id, gen_random_uuid() AS event_id,
 				   payflow._traceparent(r.given_trace) AS traceparent
-			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_priorities, v_traces) WITH ORDINALITY
-				   AS r(payment_id, key, correlation_id, content, priority, given_trace, i)
+			  FROM unnest(v_payments, v_keys, v_correlations, v_contents, v_macs, v_priorities, v_traces) WITH ORDINALITY
+				   AS r(payment_id, key, correlation_id, content, mac, priority, given_trace, i)
 		), it AS MATERIALIZED (
-			-- each request kept as its checksum and size (tables.sql), the key
-			-- read once, not by a _content_mac call per item (content_mac.sql)
-			SELECT ids.*, m.mac, payflow._request_ref(ids.id, NULL, m.mac, octet_length(ids.content)) AS ref
-			  FROM ids CROSS JOIN payflow._content_key k
-			 -- (OFFSET 0: computed once an item, not copied into each use)
-			 CROSS JOIN LATERAL (SELECT payflow._mac_with(k.inner_pad, k.outer_pad, ids.content) AS mac OFFSET 0) m
+			-- each request kept as its checksum and size (tables.sql)
+			SELECT ids.*, payflow._request_ref(ids.id, NULL, ids.mac, octet_length(ids.content)) AS ref
+			  FROM ids
 		), op AS (
 			INSERT INTO payflow.operations (id, tenant, payment_id, idempotency_key,
 											correlation_id, status, current_step, pipeline_version,
@@ -273,9 +277,9 @@ BEGIN
 		-- item in key order whose key names other details: PF002
 		SELECT array_agg((x.o).id ORDER BY r.i),
 			   (array_agg(r.i ORDER BY r.key COLLATE "C", r.i)
-				  FILTER (WHERE NOT payflow._same_request(x.o, r.payment_id, NULL, r.content)))[1]
+				  FILTER (WHERE NOT payflow._same_request(x.o, r.payment_id, NULL, r.content, r.mac)))[1]
 		  INTO v_ids, v_i
-		  FROM unnest(v_payments, v_keys, v_contents) WITH ORDINALITY AS r(payment_id, key, content, i)
+		  FROM unnest(v_payments, v_keys, v_contents, v_macs) WITH ORDINALITY AS r(payment_id, key, content, mac, i)
 		  CROSS JOIN LATERAL (SELECT o FROM payflow.operations o
 							   WHERE o.tenant = v_tenant AND o.idempotency_key = r.key LIMIT 1) x;
 		IF coalesce(cardinality(v_ids), 0) <> coalesce(cardinality(v_keys), 0) THEN

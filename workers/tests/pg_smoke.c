@@ -69,6 +69,168 @@ wait_notifications(pf_pg *pg, int timeout_ms)
 	return count;
 }
 
+/*
+ * How many statements with this text the pf_pg's server session keeps
+ * prepared under pg_prepared.h's names, and how many times they ran
+ * (generic and custom plans). Asked on its connection directly, unprepared.
+ */
+static int
+session_prepared(pf_pg *pg, const char *sql, long *executions)
+{
+	const char *v[1] = {sql};
+	PGresult   *res;
+	int			n = -1;
+
+	*executions = -1;
+	if (pf_pg_conn(pg) == NULL)
+		return -1;
+	res = PQexecParams(pf_pg_conn(pg),
+					   "SELECT count(*), coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements "
+					   "WHERE name LIKE 'pf\\_%' AND statement = $1", 1, NULL, v, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+	{
+		n = atoi(PQgetvalue(res, 0, 0));
+		*executions = atol(PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+	return n;
+}
+
+static void
+deallocate_all(pf_pg *pg)
+{
+	PQclear(PQexec(pf_pg_conn(pg), "DEALLOCATE ALL"));
+}
+
+/*
+ * pf_pg_options.prepare (pg_prepared.h): a statement is prepared once per
+ * session and run from there; a session that lost it, a statement whose
+ * result columns changed and a failing preparation are each handled as
+ * the header says.
+ */
+static void
+check_prepared(const char *url, const pf_pg_options *base, pf_pg *admin)
+{
+	pf_pg_options o = *base;
+	pf_pg	   *pg;
+	pf_error	err;
+	long		executions;
+	const char *plus_one = "SELECT $1::int + 1";
+	const char *v41[1] = {"41"};
+
+	o.application_name = "payflow-pg-smoke-prepared";
+	o.prepare = true;
+	pg = pf_pg_create(url, &o);
+
+	/* three runs, one preparation */
+	for (int i = 0; i < 3; i++)
+	{
+		char	   *n = scalar(pg, plus_one, 1, v41, &err);
+
+		CHECK(n != NULL && strcmp(n, "42") == 0);
+		free(n);
+	}
+	CHECK(session_prepared(pg, plus_one, &executions) == 1 && executions == 3);
+
+	/* the session lost it (DISCARD ALL, a pooler's reset): prepared again, the call still answers */
+	deallocate_all(pg);
+	{
+		char	   *n = scalar(pg, plus_one, 1, v41, &err);
+
+		CHECK(n != NULL && strcmp(n, "42") == 0);
+		free(n);
+	}
+	CHECK(session_prepared(pg, plus_one, &executions) == 1 && executions == 1);
+
+	/* a statement that must run once runs once after such a loss */
+	CHECK(pf_pg_exec(admin, "DROP SEQUENCE IF EXISTS pg_smoke_prepared_runs", 0, NULL, NULL, &err) == PF_OK);
+	CHECK(pf_pg_exec(admin, "CREATE SEQUENCE pg_smoke_prepared_runs", 0, NULL, NULL, &err) == PF_OK);
+	CHECK(pf_pg_run(pg, PF_PG_ONCE, "SELECT nextval('pg_smoke_prepared_runs')", 0, NULL, NULL, NULL, 0, NULL, &err) ==
+		  PF_OK);
+	deallocate_all(pg);
+	CHECK(pf_pg_run(pg, PF_PG_ONCE, "SELECT nextval('pg_smoke_prepared_runs')", 0, NULL, NULL, NULL, 0, NULL, &err) ==
+		  PF_OK);
+	{
+		char	   *n = scalar(admin, "SELECT last_value::text FROM pg_smoke_prepared_runs", 0, NULL, &err);
+
+		CHECK(n != NULL && strcmp(n, "2") == 0);
+		free(n);
+	}
+	CHECK(pf_pg_exec(admin, "DROP SEQUENCE pg_smoke_prepared_runs", 0, NULL, NULL, &err) == PF_OK);
+
+	/* its result columns changed under it (as an extension update may): the call gets the new ones */
+	CHECK(pf_pg_exec(admin, "DROP TABLE IF EXISTS pg_smoke_shape", 0, NULL, NULL, &err) == PF_OK);
+	CHECK(pf_pg_exec(admin, "CREATE TABLE pg_smoke_shape AS SELECT 1 AS a", 0, NULL, NULL, &err) == PF_OK);
+	{
+		const char *shape = "SELECT * FROM pg_smoke_shape";
+		PGresult   *res;
+
+		if (CHECK(pf_pg_exec(pg, shape, 0, NULL, &res, &err) == PF_OK))
+		{
+			CHECK(PQnfields(res) == 1);
+			PQclear(res);
+		}
+		CHECK(pf_pg_exec(admin, "ALTER TABLE pg_smoke_shape ADD COLUMN b int DEFAULT 2", 0, NULL, NULL, &err) ==
+			  PF_OK);
+		if (CHECK(pf_pg_exec(pg, shape, 0, NULL, &res, &err) == PF_OK))
+		{
+			CHECK(PQnfields(res) == 2 && strcmp(PQgetvalue(res, 0, 1), "2") == 0);
+			PQclear(res);
+		}
+		else
+			fprintf(stderr, "  changed shape: %s %s\n", err.code, err.message);
+		/* and it is prepared again with them at its next call */
+		if (CHECK(pf_pg_exec(pg, shape, 0, NULL, &res, &err) == PF_OK))
+		{
+			CHECK(PQnfields(res) == 2);
+			PQclear(res);
+		}
+		CHECK(session_prepared(pg, shape, &executions) == 1 && executions == 1);
+	}
+	CHECK(pf_pg_exec(admin, "DROP TABLE pg_smoke_shape", 0, NULL, NULL, &err) == PF_OK);
+
+	/* a statement that cannot be prepared fails as it would unprepared, and leaves nothing behind */
+	CHECK(pf_pg_exec(pg, "SELECT no_such_column FROM pg_class", 0, NULL, NULL, &err) == PF_ERR_FINAL);
+	CHECK(strcmp(err.code, "42703") == 0);
+	CHECK(session_prepared(pg, "SELECT no_such_column FROM pg_class", &executions) == 0);
+	pf_pg_destroy(pg);
+
+	/*
+	 * A session that keeps losing them (a transaction pooler handing each
+	 * statement to another server session): after four misses the
+	 * connection's statements run unprepared, and a new connection tries
+	 * again.
+	 */
+	pg = pf_pg_create(url, &o);
+	for (int i = 0; i < 5; i++)
+	{
+		char	   *n;
+
+		if (i > 0)
+			deallocate_all(pg);
+		n = scalar(pg, plus_one, 1, v41, &err);
+		CHECK(n != NULL && strcmp(n, "42") == 0);
+		free(n);
+	}
+	CHECK(session_prepared(pg, plus_one, &executions) == 0);
+	{
+		char	   *n = scalar(pg, plus_one, 1, v41, &err);
+
+		CHECK(n != NULL && strcmp(n, "42") == 0);
+		free(n);
+	}
+	CHECK(session_prepared(pg, plus_one, &executions) == 0);
+	pf_pg_disconnect(pg);
+	{
+		char	   *n = scalar(pg, plus_one, 1, v41, &err);
+
+		CHECK(n != NULL && strcmp(n, "42") == 0);
+		free(n);
+	}
+	CHECK(session_prepared(pg, plus_one, &executions) == 1);
+	pf_pg_destroy(pg);
+}
+
 int
 main(void)
 {
@@ -251,6 +413,8 @@ main(void)
 	}
 	CHECK(pf_pg_exec(admin, "DROP FUNCTION pg_smoke_lose_odd_runs()", 0, NULL, NULL, &err) == PF_OK);
 	CHECK(pf_pg_exec(admin, "DROP SEQUENCE pg_smoke_runs", 0, NULL, NULL, &err) == PF_OK);
+
+	check_prepared(url, &opts, admin);
 
 	/* LISTEN survives a lost connection */
 	CHECK(pf_pg_listen(pg, "payflow_smoke", &err) == PF_OK);

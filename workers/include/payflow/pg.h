@@ -32,6 +32,10 @@
  * Every function of payflow's SQL API that the edge processes call is
  * idempotent except record_dead_letter (each call inserts a row).
  *
+ * With options.prepare a statement runs as a named prepared statement of
+ * its session (pg_prepared.h); one that the session lost is prepared again
+ * and run once more before any of the rules above apply.
+ *
  * Connections ask for a writable server (target_session_attrs=read-write,
  * unless the connection string says otherwise): with a host list
  * ("host=a,b"), libpq skips hosts it cannot reach and standbys, so a
@@ -62,6 +66,11 @@ typedef struct pf_pg_options
 	/* when set and non-zero, reconnect and retry loops give up at once */
 	const volatile sig_atomic_t *stop;
 	int			lock_timeout_ms;	/* 0: the server's setting */
+	/*
+	 * Prepare each statement text once per server session (pg_prepared.h),
+	 * for a program whose statements are a fixed few.
+	 */
+	bool		prepare;
 } pf_pg_options;
 
 typedef struct pf_pg pf_pg;

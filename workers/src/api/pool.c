@@ -36,6 +36,8 @@ api_pg_options(const pf_config *cfg, const char *application_name, const volatil
 	opt.backoff_base_ms = 50;
 	opt.backoff_cap_ms = 200;
 	opt.stop = stop;
+	/* submit, status and the admin calls: a fixed few texts, parsed and planned once a connection */
+	opt.prepare = true;
 	return opt;
 }
 

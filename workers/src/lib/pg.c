@@ -14,6 +14,7 @@
 #include "payflow/buf.h"
 #include "payflow/clock.h"
 #include "payflow/log.h"
+#include "payflow/pg_prepared.h"
 #include "payflow/stop_signals.h"
 
 #define MAX_CHANNELS 8
@@ -32,6 +33,7 @@ struct pf_pg
 	int			n_channels;
 	char	   *channels[MAX_CHANNELS];
 	int			stop_signals_fd;	/* pf_pg_watch_stop_signals; -1: none */
+	pf_pg_prepared *prepared;	/* options.prepare; NULL: every statement unnamed */
 };
 
 pf_pg *
@@ -52,6 +54,8 @@ pf_pg_create(const char *conninfo, const pf_pg_options *options)
 		pg->opt.backoff_base_ms = 100;
 	if (pg->opt.backoff_cap_ms <= 0)
 		pg->opt.backoff_cap_ms = 10000;
+	if (pg->opt.prepare)
+		pg->prepared = pf_pg_prepared_create();
 	return pg;
 }
 
@@ -63,6 +67,7 @@ pf_pg_destroy(pf_pg *pg)
 	pf_pg_disconnect(pg);
 	for (int i = 0; i < pg->n_channels; i++)
 		free(pg->channels[i]);
+	pf_pg_prepared_destroy(pg->prepared);
 	free(pg->conninfo);
 	free(pg->application_name);
 	free(pg);
@@ -319,6 +324,7 @@ pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *
 		ExecStatusType st;
 		const char *sqlstate;
 		bool		lost;
+		bool		sent = true;
 
 		if (attempt > 0)
 			pf_sleep_ms(pf_backoff_ms(attempt - 1, pg->opt.backoff_base_ms, pg->opt.backoff_cap_ms));
@@ -335,7 +341,11 @@ pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *
 			pg->connect_failures = 0;
 		}
 
-		res = PQexecParams(pg->conn, sql, nparams, NULL, values, lengths, formats, result_format);
+		if (pg->prepared)
+			res = pf_pg_prepared_exec(pg->prepared, pg->conn, pg->generation, sql, nparams, values, lengths,
+									  formats, result_format, &sent);
+		else
+			res = PQexecParams(pg->conn, sql, nparams, NULL, values, lengths, formats, result_format);
 		st = PQresultStatus(res);
 		if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
 		{
@@ -364,6 +374,9 @@ pf_pg_run(pf_pg *pg, pf_pg_kind kind, const char *sql, int nparams, const char *
 		{
 			pf_log_warn(NULL, "PostgreSQL connection lost: %s", last.message);
 			pf_pg_disconnect(pg);
+			/* lost while preparing it: the statement never ran, so it may run on the next connection */
+			if (!sent)
+				continue;
 		}
 		else if (strcmp(last.code, "25006") == 0)
 		{

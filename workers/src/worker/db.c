@@ -43,6 +43,8 @@ db_pool_create(const char *conninfo, const char *application_name, int size,
 	opt.statement_timeout_ms = STATEMENT_TIMEOUT_MS;
 	opt.max_attempts = 4;
 	opt.stop = stop;
+	/* a few statements (batch.c, db.c, store.c) run thousands of times: parse and plan them once */
+	opt.prepare = true;
 	return pf_pg_pool_create(conninfo, size, &opt);
 }
 

@@ -138,6 +138,7 @@ worker_create(const role_ops *role, int signal_fd, char *why, size_t why_len, in
 	hb.lock_timeout_ms = 500;
 	hb.max_attempts = 2;
 	hb.stop = &w->db_stop;
+	hb.prepare = true;
 	w->heartbeat_pg = pf_pg_create(w->cfg.database_url, &hb);
 	/* before the queue is touched: a worker that would misread it stops here */
 	w->event_type = role->event_type;

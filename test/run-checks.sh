@@ -185,7 +185,7 @@ LANE_1="soak_short worker_protection relay_faults pg_host_list failover_async fa
 	relay_concurrency scheduler_horizon docs_coverage outbox_claim_plan worker_takeover pipeline_steps api_streams fair_shares worker_s3"
 # shellcheck disable=SC2034
 LANE_2="worker_legacy_drivers sqs_batches api_admin worker_webhook relay_delivery relay_refused secret_leaks
-	scheduler_worker console_browser api_http api_events api_tenants relay_same_pid s3_purge step_breaker worker_result_after_end pooler_edge api_slow_s3 outbox_rebuild dashboards step_claim_plan"
+	scheduler_worker console_browser api_http api_events api_tenants api_submit_batch relay_same_pid s3_purge step_breaker worker_result_after_end pooler_edge api_slow_s3 outbox_rebuild dashboards step_claim_plan"
 LANES=${PF_CHECK_LANES:-3}
 lane_of() {	# lane_of TEST: its lane's number
 	local n list t

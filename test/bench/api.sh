@@ -15,7 +15,12 @@
 # outbox is truncated and the tables vacuumed between rounds.
 # Prints figures; fails only if a request failed.
 #
+# payflow-api gathers submits that wait for a turn into submit_many
+# (workers/src/api/submit_batch.h): the requests a submit statement carried
+# are printed from its /metrics.
+#
 #   ROUNDS=3 SECONDS_PER_RUN=10 CLIENTS=4
+#   BENCH_API_THREADS=CLIENTS   payflow-api's HTTP threads (the pool stays at CLIENTS)
 #   PF_BENCH_API_PGPORT=54520  BENCH_API_PORT=4815
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +28,7 @@ cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENTS=${CLIENTS:-4}
+THREADS=${BENCH_API_THREADS:-$CLIENTS}
 API_PORT=${BENCH_API_PORT:-4815}
 export PF_PGPORT=${PF_BENCH_API_PGPORT:-54520}
 export PF_CLUSTER_DIR=/tmp/payflow-bench-api-$PF_PGPORT
@@ -49,7 +55,7 @@ q -c "CREATE ROLE pf_api LOGIN IN ROLE payflow_app" >/dev/null
 key=$(q -c "SELECT payflow.create_api_key('bench', 'bench')")
 
 PAYFLOW_DATABASE_URL="host=$PGHOST port=$PGPORT user=pf_api dbname=$PF_DB" PAYFLOW_LISTEN=127.0.0.1:$API_PORT \
-	PAYFLOW_API_POOL_SIZE=$CLIENTS PAYFLOW_API_THREADS=$CLIENTS PAYFLOW_LOG_LEVEL=warn \
+	PAYFLOW_API_POOL_SIZE=$CLIENTS PAYFLOW_API_THREADS=$THREADS PAYFLOW_LOG_LEVEL=warn \
 	workers/bin/payflow-api 2>"$work/api.log" &
 api_pid=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$API_PORT/healthz" && break; sleep 0.1; done
@@ -106,7 +112,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 base=$(bench_med "${rps[pg_submit]}")
-echo "payflow-api bench: PostgreSQL $(q -c 'SHOW server_version'), $CLIENTS database connections,"
+echo "payflow-api bench: PostgreSQL $(q -c 'SHOW server_version'), $CLIENTS database connections, $THREADS HTTP threads,"
 echo "$ROUNDS rounds of ${SECONDS_PER_RUN}s, medians; $(nproc) cores (wrk, the API and PostgreSQL share them)"
 echo
 printf "%-52s %10s %9s %9s %7s\n" "submit path" "req/s" "p50 ms" "p99 ms" "ratio"
@@ -122,6 +128,9 @@ row "wrk POST /payments ($CLIENTS connections)" wrk_c
 row "wrk POST /payments ($((8 * CLIENTS)) connections)" wrk_8c
 echo
 echo "POST /payments vs payflow.submit() at equal concurrency: $(bench_ratio "$(bench_med "${rps[wrk_c]}")" "$base")"
+submit_metric() { curl -s "http://127.0.0.1:$API_PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+echo "requests per submit statement, all runs ($THREADS HTTP threads): $(awk -v r="$(submit_metric payflow_api_submit_requests_total)" \
+	-v s="$(submit_metric payflow_api_submit_statements_total)" 'BEGIN { printf "%.2f", (s > 0 ? r / s : 0) }')"
 if [ "$failures" -ne 0 ]; then
 	echo "bench api: $failures failed requests or transactions"
 	grep -v '"level":"info"' "$work/api.log" | tail -5

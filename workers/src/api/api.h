@@ -220,11 +220,13 @@ unsigned	api_status_for_sqlstate(const char *sqlstate, pf_result result);
 /* ---- the process ---- */
 
 typedef struct api_hub api_hub;
+typedef struct api_submits api_submits;
 
 typedef struct api_context
 {
 	pf_config	cfg;
 	api_pool	pool;
+	api_submits *submits;		/* POST /payments' gatherer (submit_batch.h) */
 	api_hub    *hub;
 	api_guard  *guard;
 	struct MHD_Daemon *daemon;

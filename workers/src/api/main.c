@@ -23,6 +23,7 @@
  * once.
  */
 #include "api.h"
+#include "submit_batch.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -192,6 +193,7 @@ main(int argc, char **argv)
 	api_metrics_init();
 	pf_tracer_start(API_PROGNAME, NULL);
 	api_pool_init(&ctx.pool, &ctx.cfg, &stop_now);
+	ctx.submits = api_submits_create(ctx.cfg.api_pool_size);
 	ctx.hub = api_hub_start(&ctx);
 	ctx.daemon = start_http(&ctx, connection_limit);
 	if (ctx.daemon == NULL)
@@ -239,6 +241,7 @@ main(int argc, char **argv)
 	MHD_stop_daemon(ctx.daemon);
 	api_hub_stop(ctx.hub);
 	api_pool_destroy(&ctx.pool);
+	api_submits_destroy(ctx.submits);
 	pf_tracer_stop(2000);
 	pf_log_info(NULL, "stopped");
 	pf_config_free(&ctx.cfg);

@@ -47,6 +47,7 @@
  * live in PostgreSQL (above payflow.payload_max_bytes that is PF007: 413).
  */
 #include "api.h"
+#include "submit_batch.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,11 +64,6 @@
  * new operation is not visible there (status NULL: it is PENDING), one
  * found through the idempotency key is, with its current status.
  */
-static const char SUBMIT_SQL[] =
-"SELECT s.id, o.status FROM ("
-"  SELECT payflow.submit($2, $3::jsonb, $4, $5, $6::integer, $7) AS id FROM payflow.authenticate($1) OFFSET 0) s"
-"  LEFT JOIN payflow.operations o ON o.id = s.id";
-
 static const char SUBMIT_REF_SQL[] =
 "SELECT s.id, o.status FROM ("
 "  SELECT payflow.submit_ref($2, 's3', $3, $4, $5::bigint, $6, $7, $8::integer, $9) AS id"
@@ -287,6 +283,31 @@ accepted(api_request *req, const char *operation_id, const char *status)
 								  json_pack("{s:s,s:s}", "operationId", operation_id, "status", status), headers);
 }
 
+/* The answer to a submit, its span ended: 202 with the operation, or the database's error. */
+static enum MHD_Result
+submit_answer(api_request *req, const payment_body *pb, bool to_s3, pf_result r, const pf_error *err,
+			  const char *operation_id, const char *status, pf_span *submit)
+{
+	if (r != PF_OK)
+	{
+		pf_span_set_str(submit, "db.response.status_code", err->code);
+		pf_span_set_error(submit, err->code);
+		pf_span_end(submit);
+		return api_reply_db_error(req, err);
+	}
+	pf_span_set_str(submit, "payflow.operation.id", operation_id);
+	pf_span_end(submit);
+	{
+		pf_log_ids	ids = {operation_id, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
+
+		pf_log_write(PF_LOG_INFO, &ids,
+					 json_pack("{s:s,s:s,s:I}", "paymentId", pb->payment_id, "store", to_s3 ? "s3" : "pg",
+							   "bytes", (json_int_t) pb->details_len),
+					 "payment accepted");
+	}
+	return accepted(req, operation_id, status);
+}
+
 enum MHD_Result
 api_post_payment(api_request *req)
 {
@@ -318,6 +339,33 @@ api_post_payment(api_request *req)
 	pf_span_set_str(&submit, "db.system", "postgresql");
 	pf_traceparent_format(&submit.ctx, traceparent);
 
+	if (!to_s3)
+	{
+		/* inline details: alone, or with others waiting (submit_batch.h) */
+		api_submit	sub = {0};
+		char	   *details = pf_strndup(pb.details, pb.details_len);
+
+		sub.api_key = api_key;
+		sub.payment_id = pb.payment_id;
+		sub.details = details;
+		sub.idempotency_key = idempotency_key;
+		sub.correlation_id = req->correlation_id;
+		sub.priority = pb.priority[0] ? pb.priority : NULL;
+		sub.traceparent = traceparent;
+		api_submit_run(ctx, &sub);
+		free(details);
+		if (sub.pool_exhausted)
+		{
+			payment_body_free(&pb);
+			pf_span_discard(&submit);
+			return api_reply_pool_exhausted(req);
+		}
+		pf_span_set_int(&submit, "payflow.submit.batch_size", sub.batch_size);
+		answer = submit_answer(req, &pb, false, sub.r, &sub.err, sub.operation_id, sub.status, &submit);
+		payment_body_free(&pb);
+		return answer;
+	}
+
 	slot = api_pool_acquire(&ctx->pool);
 	if (slot == NULL)
 	{
@@ -325,7 +373,6 @@ api_post_payment(api_request *req)
 		pf_span_discard(&submit);
 		return api_reply_pool_exhausted(req);
 	}
-	if (to_s3)
 	{
 		const char *auth_values[1] = {api_key};
 		char		size[32];
@@ -363,47 +410,13 @@ api_post_payment(api_request *req)
 				return api_reply_pool_exhausted(req);
 			}
 			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 9, values, &res, &err);
+			api_pool_release(&ctx->pool, slot);
 		}
 	}
-	else
-	{
-		char	   *details = pf_strndup(pb.details, pb.details_len);
-		const char *values[7] = {api_key, pb.payment_id, details, idempotency_key, req->correlation_id,
-		pb.priority[0] ? pb.priority : NULL, traceparent};
-
-		r = pf_pg_exec(slot->pg, SUBMIT_SQL, 7, values, &res, &err);
-		free(details);
-	}
-	if (slot != NULL)
-		api_pool_release(&ctx->pool, slot);
-
-	if (r != PF_OK)
-	{
-		pf_span_set_str(&submit, "db.response.status_code", err.code);
-		pf_span_set_error(&submit, err.code);
-	}
-	else if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		pf_span_set_str(&submit, "payflow.operation.id", PQgetvalue(res, 0, 0));
-	pf_span_end(&submit);
-	if (r != PF_OK)
-		answer = api_reply_db_error(req, &err);
-	else if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
-	{
-		pf_error_set(&err, PF_ERR_FINAL, "XX000", "payflow.submit returned no operation id");
-		answer = api_reply_db_error(req, &err);
-	}
-	else
-	{
-		const char *operation_id = PQgetvalue(res, 0, 0);
-		const char *status = PQgetisnull(res, 0, 1) ? "PENDING" : PQgetvalue(res, 0, 1);
-		pf_log_ids	ids = {operation_id, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
-
-		pf_log_write(PF_LOG_INFO, &ids,
-					 json_pack("{s:s,s:s,s:I}", "paymentId", pb.payment_id, "store", to_s3 ? "s3" : "pg",
-							   "bytes", (json_int_t) pb.details_len),
-					 "payment accepted");
-		answer = accepted(req, operation_id, status);
-	}
+	if (r == PF_OK && (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)))
+		r = pf_error_set(&err, PF_ERR_FINAL, "XX000", "payflow.submit_ref returned no operation id");
+	answer = submit_answer(req, &pb, true, r, &err, r == PF_OK ? PQgetvalue(res, 0, 0) : NULL,
+						   r == PF_OK && !PQgetisnull(res, 0, 1) ? PQgetvalue(res, 0, 1) : "PENDING", &submit);
 	PQclear(res);
 	payment_body_free(&pb);
 	return answer;

@@ -22,6 +22,7 @@
  * an X-Correlation-Id that is not printable ASCII (it is never echoed).
  */
 #include "api.h"
+#include "submit_batch.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -205,6 +206,7 @@ get_metrics(api_request *req)
 				   "# TYPE payflow_api_pool_size gauge\npayflow_api_pool_size %d\n",
 				   pf_pg_pool_in_use(req->ctx->pool.pg), pf_pg_pool_size(req->ctx->pool.pg));
 	api_guard_render(req->ctx->guard, &out);
+	api_submits_render(req->ctx->submits, &out);
 	pf_buf_appendf(&out, "# HELP payflow_api_event_streams Server-sent event streams held.\n"
 				   "# TYPE payflow_api_event_streams gauge\npayflow_api_event_streams %d\n",
 				   api_hub_stream_count(req->ctx->hub));

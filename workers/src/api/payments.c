@@ -308,6 +308,95 @@ submit_answer(api_request *req, const payment_body *pb, bool to_s3, pf_result r,
 	return accepted(req, operation_id, status);
 }
 
+/* Inline details: alone, or with others waiting for a turn (submit_batch.h). */
+static enum MHD_Result
+submit_inline(api_request *req, const payment_body *pb, const char *api_key, const char *idempotency_key,
+			  const char *traceparent, pf_span *submit)
+{
+	api_submit	sub = {0};
+	char	   *details = pf_strndup(pb->details, pb->details_len);
+
+	sub.api_key = api_key;
+	sub.payment_id = pb->payment_id;
+	sub.details = details;
+	sub.idempotency_key = idempotency_key;
+	sub.correlation_id = req->correlation_id;
+	sub.priority = pb->priority[0] ? pb->priority : NULL;
+	sub.traceparent = traceparent;
+	api_submit_run(req->ctx, &sub);
+	free(details);
+	if (sub.pool_exhausted)
+	{
+		pf_span_discard(submit);
+		return api_reply_pool_exhausted(req);
+	}
+	pf_span_set_int(submit, "payflow.submit.batch_size", sub.batch_size);
+	return submit_answer(req, pb, false, sub.r, &sub.err, sub.operation_id, sub.status, submit);
+}
+
+/*
+ * Details above PAYFLOW_API_S3_THRESHOLD: the key checked, the details put
+ * to S3 with no connection held, then submit_ref with their reference.
+ */
+static enum MHD_Result
+submit_by_reference(api_request *req, payment_body *pb, const char *api_key, const char *idempotency_key,
+					const char *traceparent, pf_span *submit)
+{
+	api_context *ctx = req->ctx;
+	const char *auth_values[1] = {api_key};
+	char		key[PF_PAYLOAD_KEY_MAX + 1];
+	char		size[32];
+	const char *values[9] = {api_key, pb->payment_id, key, pb->checksum, size, idempotency_key,
+	req->correlation_id, pb->priority[0] ? pb->priority : NULL, traceparent};
+	pf_checksum_key mac;
+	api_slot   *slot;
+	PGresult   *res = NULL;
+	pf_error	err;
+	pf_result	r;
+	enum MHD_Result answer;
+
+	snprintf(size, sizeof(size), "%zu", pb->details_len);
+	if ((slot = api_pool_acquire(&ctx->pool)) == NULL)
+	{
+		pf_span_discard(submit);
+		return api_reply_pool_exhausted(req);
+	}
+	/* the key is checked before anything is uploaded for it */
+	r = pf_pg_exec(slot->pg, AUTHENTICATE_SQL, 1, auth_values, NULL, &err);
+	if (r == PF_OK)
+		r = payload_mac(ctx, slot, &mac, &err);
+	api_pool_release(&ctx->pool, slot);
+	if (r == PF_OK)
+	{
+		details_checksum(pb, &mac);
+		r = store_in_s3(req, pb, key, sizeof(key), &err);
+		if (r != PF_OK)
+		{
+			pf_log_ids	ids = {NULL, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
+
+			pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
+			pf_span_set_error(submit, "payload store unavailable");
+			pf_span_end(submit);
+			return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
+								   "the payload store is unavailable, retry later");
+		}
+		/* a slot again for the submit (the object is stored: a retry puts the same one) */
+		if ((slot = api_pool_acquire(&ctx->pool)) == NULL)
+		{
+			pf_span_discard(submit);
+			return api_reply_pool_exhausted(req);
+		}
+		r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 9, values, &res, &err);
+		api_pool_release(&ctx->pool, slot);
+	}
+	if (r == PF_OK && (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)))
+		r = pf_error_set(&err, PF_ERR_FINAL, "XX000", "payflow.submit_ref returned no operation id");
+	answer = submit_answer(req, pb, true, r, &err, r == PF_OK ? PQgetvalue(res, 0, 0) : NULL,
+						   r == PF_OK && !PQgetisnull(res, 0, 1) ? PQgetvalue(res, 0, 1) : "PENDING", submit);
+	PQclear(res);
+	return answer;
+}
+
 enum MHD_Result
 api_post_payment(api_request *req)
 {
@@ -316,13 +405,7 @@ api_post_payment(api_request *req)
 	const char *idempotency_key = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Idempotency-Key");
 	payment_body pb;
 	enum MHD_Result answer;
-	api_slot   *slot;
-	PGresult   *res = NULL;
-	pf_error	err;
-	pf_result	r;
 	bool		to_s3;
-	char		key[PF_PAYLOAD_KEY_MAX + 1];
-	pf_checksum_key mac;
 	char		traceparent[PF_TRACEPARENT_LEN + 1];
 	pf_span		submit;
 
@@ -338,86 +421,8 @@ api_post_payment(api_request *req)
 	pf_span_begin(&submit, to_s3 ? "payflow.submit_ref" : "payflow.submit", PF_SPAN_CLIENT, &req->otel.ctx);
 	pf_span_set_str(&submit, "db.system", "postgresql");
 	pf_traceparent_format(&submit.ctx, traceparent);
-
-	if (!to_s3)
-	{
-		/* inline details: alone, or with others waiting (submit_batch.h) */
-		api_submit	sub = {0};
-		char	   *details = pf_strndup(pb.details, pb.details_len);
-
-		sub.api_key = api_key;
-		sub.payment_id = pb.payment_id;
-		sub.details = details;
-		sub.idempotency_key = idempotency_key;
-		sub.correlation_id = req->correlation_id;
-		sub.priority = pb.priority[0] ? pb.priority : NULL;
-		sub.traceparent = traceparent;
-		api_submit_run(ctx, &sub);
-		free(details);
-		if (sub.pool_exhausted)
-		{
-			payment_body_free(&pb);
-			pf_span_discard(&submit);
-			return api_reply_pool_exhausted(req);
-		}
-		pf_span_set_int(&submit, "payflow.submit.batch_size", sub.batch_size);
-		answer = submit_answer(req, &pb, false, sub.r, &sub.err, sub.operation_id, sub.status, &submit);
-		payment_body_free(&pb);
-		return answer;
-	}
-
-	slot = api_pool_acquire(&ctx->pool);
-	if (slot == NULL)
-	{
-		payment_body_free(&pb);
-		pf_span_discard(&submit);
-		return api_reply_pool_exhausted(req);
-	}
-	{
-		const char *auth_values[1] = {api_key};
-		char		size[32];
-		const char *values[9] = {api_key, pb.payment_id, key, pb.checksum, size, idempotency_key,
-		req->correlation_id, pb.priority[0] ? pb.priority : NULL, traceparent};
-
-		snprintf(size, sizeof(size), "%zu", pb.details_len);
-		/* the key is checked before anything is uploaded for it */
-		r = pf_pg_exec(slot->pg, AUTHENTICATE_SQL, 1, auth_values, NULL, &err);
-		if (r == PF_OK)
-			r = payload_mac(ctx, slot, &mac, &err);
-		api_pool_release(&ctx->pool, slot);
-		slot = NULL;
-		if (r == PF_OK)
-		{
-			details_checksum(&pb, &mac);
-			r = store_in_s3(req, &pb, key, sizeof(key), &err);
-			if (r != PF_OK)
-			{
-				pf_log_ids	ids = {NULL, NULL, req->correlation_id, req->otel.ctx.trace_id, req->otel.ctx.span_id};
-
-				pf_log_error(&ids, "POST /payments: S3 put of %s failed: %s %s", key, err.code, err.message);
-				payment_body_free(&pb);
-				pf_span_set_error(&submit, "payload store unavailable");
-				pf_span_end(&submit);
-				return api_reply_error(req, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
-									   "the payload store is unavailable, retry later");
-			}
-			/* a slot again for the submit (the object is stored: a retry puts the same one) */
-			slot = api_pool_acquire(&ctx->pool);
-			if (slot == NULL)
-			{
-				payment_body_free(&pb);
-				pf_span_discard(&submit);
-				return api_reply_pool_exhausted(req);
-			}
-			r = pf_pg_exec(slot->pg, SUBMIT_REF_SQL, 9, values, &res, &err);
-			api_pool_release(&ctx->pool, slot);
-		}
-	}
-	if (r == PF_OK && (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)))
-		r = pf_error_set(&err, PF_ERR_FINAL, "XX000", "payflow.submit_ref returned no operation id");
-	answer = submit_answer(req, &pb, true, r, &err, r == PF_OK ? PQgetvalue(res, 0, 0) : NULL,
-						   r == PF_OK && !PQgetisnull(res, 0, 1) ? PQgetvalue(res, 0, 1) : "PENDING", &submit);
-	PQclear(res);
+	answer = to_s3 ? submit_by_reference(req, &pb, api_key, idempotency_key, traceparent, &submit)
+		: submit_inline(req, &pb, api_key, idempotency_key, traceparent, &submit);
 	payment_body_free(&pb);
 	return answer;
 }

@@ -47,7 +47,6 @@ struct api_submits
 	pthread_condattr_t clock;	/* CLOCK_MONOTONIC, for each request's wake */
 	api_submit *head;			/* waiting, not taken, in arrival order */
 	api_submit *tail;
-	int			waiting;		/* requests in the queue */
 	int			running;		/* submit statements under way */
 	int			limit;
 	unsigned long long statements;	/* for /metrics */
@@ -87,12 +86,13 @@ api_submits_render(api_submits *q, pf_buf *out)
 {
 	unsigned long long statements;
 	unsigned long long requests;
-	int			waiting;
+	int			waiting = 0;
 
 	pthread_mutex_lock(&q->lock);
 	statements = q->statements;
 	requests = q->requests;
-	waiting = q->waiting;
+	for (api_submit *c = q->head; c != NULL; c = c->next)
+		waiting++;
 	pthread_mutex_unlock(&q->lock);
 	pf_buf_appendf(out, "# HELP payflow_api_submit_statements_total Statements run for POST /payments' submits "
 				   "(one per request, or one submit_many for several; a failed submit_many, then one per request).\n"
@@ -269,7 +269,6 @@ unlink_request(api_submits *q, api_submit *s)
 			if (q->tail == c)
 				q->tail = prev;
 			c->next = NULL;
-			q->waiting--;
 			return;
 		}
 }
@@ -313,13 +312,41 @@ wake_head(api_submits *q)
 		pthread_cond_signal(&q->head->wake);
 }
 
+/*
+ * A turn for batch[0..n) (taken, out of the queue), with q->lock held:
+ * released while the statement runs, held again when it returns, every
+ * request of the batch answered and woken, and the queue's head too.
+ */
+static void
+take_turn(api_context *ctx, api_submits *q, api_submit **batch, int n)
+{
+	int			statements;
+
+	q->running++;
+	wake_head(q);				/* the next head may have a turn too */
+	pthread_mutex_unlock(&q->lock);
+
+	statements = run_batch(ctx, batch, n);
+
+	pthread_mutex_lock(&q->lock);
+	q->running--;
+	q->statements += (unsigned long long) statements;
+	q->requests += statements > 0 ? (unsigned long long) n : 0;
+	for (int i = 0; i < n; i++)
+	{
+		batch[i]->done = true;
+		pthread_cond_signal(&batch[i]->wake);
+	}
+	wake_head(q);
+}
+
 void
 api_submit_run(api_context *ctx, api_submit *s)
 {
 	api_submits *q = ctx->submits;
 	struct timespec deadline;
 
-	s->item = make_item(s);
+	s->item = NULL;
 	s->taken = s->done = s->pool_exhausted = false;
 	s->next = NULL;
 	s->batch_size = 1;
@@ -330,39 +357,33 @@ api_submit_run(api_context *ctx, api_submit *s)
 	pf_deadline_in(&deadline, CLOCK_MONOTONIC, ctx->pool.wait_ms);
 
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = s;
+	if (q->head == NULL && q->running < q->limit)
+	{
+		/* no one waits and a turn is free: alone, no item made */
+		s->taken = true;
+		take_turn(ctx, q, &s, 1);
+	}
 	else
-		q->head = s;
-	q->tail = s;
-	q->waiting++;
+	{
+		/* its submit_many item, made outside the lock */
+		pthread_mutex_unlock(&q->lock);
+		s->item = make_item(s);
+		pthread_mutex_lock(&q->lock);
+		if (q->tail)
+			q->tail->next = s;
+		else
+			q->head = s;
+		q->tail = s;
+	}
 	while (!s->done)
 	{
 		if (!s->taken && q->head == s && q->running < q->limit)
 		{
 			api_submit *batch[BATCH_MAX];
-			int			n = take_batch(q, s, batch);
-			int			statements;
 
-			q->running++;
-			wake_head(q);		/* the next head may have a turn too */
-			pthread_mutex_unlock(&q->lock);
-
-			statements = run_batch(ctx, batch, n);
-
-			pthread_mutex_lock(&q->lock);
-			q->running--;
-			q->statements += (unsigned long long) statements;
-			q->requests += statements > 0 ? (unsigned long long) n : 0;
-			for (int i = 0; i < n; i++)
-			{
-				batch[i]->done = true;
-				pthread_cond_signal(&batch[i]->wake);
-			}
-			wake_head(q);
-			continue;
+			take_turn(ctx, q, batch, take_batch(q, s, batch));
 		}
-		if (s->taken)
+		else if (s->taken)
 			pthread_cond_wait(&s->wake, &q->lock);	/* its leader answers it */
 		else if (pthread_cond_timedwait(&s->wake, &q->lock, &deadline) == ETIMEDOUT)
 		{

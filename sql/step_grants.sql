@@ -44,6 +44,7 @@ SET SESSION AUTHORIZATION pf_sg_risk;
 SELECT * FROM pf_try(format($$SELECT payflow.claim_step(%L, 'PROCESS_PAYMENT', 'w-risk')$$, :'op1'));
 SELECT * FROM pf_try(format($$SELECT * FROM payflow.claim_steps('PROCESS_PAYMENT', 'w-risk', ARRAY[%L])$$, :'op1'));
 SELECT * FROM pf_try(format($$SELECT payflow.heartbeat(%L, 'PROCESS_PAYMENT', 'w-risk')$$, :'op1'));
+SELECT * FROM pf_try(format($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w-risk', ARRAY[%L])$$, :'op1'));
 SELECT * FROM pf_try(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'w-risk', '{"charge_id": "fake"}')$$, :'op1'));
 SELECT * FROM pf_try(format($$SELECT * FROM payflow.complete_steps('PROCESS_PAYMENT', 'w-risk',
 	'[{"operationId": %s, "result": {"charge_id": "fake"}}]')$$, to_json(:'op1'::text)));
@@ -59,6 +60,11 @@ SET SESSION AUTHORIZATION pf_sg_payment;
 SELECT c ->> 'leaseToken' AS token1 FROM payflow.claim_step(:'op1', 'PROCESS_PAYMENT', 'w-pay') c \gset
 SELECT payflow.heartbeat(:'op1', 'PROCESS_PAYMENT', 'w-pay') AS renewed_without_token,
 	   payflow.heartbeat(:'op1', 'PROCESS_PAYMENT', 'w-pay', 300, :'token1') AS renewed_with_token;
+-- the batch form alike: no token or a wrong one is not this lease
+SELECT h.item, h.held, h.error
+  FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w-pay', ARRAY[:'op1', :'op1', :'op1'], 300,
+							   ARRAY[NULL, '00000000-0000-0000-0000-000000000000', :'token1']) h
+ ORDER BY h.item;
 SELECT * FROM pf_try(format($$SELECT payflow.save_step_ref(%L, 'PROCESS_PAYMENT', 'w-pay', 'job-1')$$, :'op1'));
 SELECT payflow.save_step_ref(:'op1', 'PROCESS_PAYMENT', 'w-pay', 'job-1', :'token1') AS saved;
 SELECT * FROM pf_try(format($$SELECT payflow.complete_step(%L, 'PROCESS_PAYMENT', 'w-pay', '{"charge_id": "c1"}')$$, :'op1'));

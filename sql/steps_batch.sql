@@ -27,6 +27,28 @@ SELECT * FROM pf_try($$SELECT * FROM payflow.claim_steps('PROCESS_PAYMENT', 'w',
 SELECT * FROM pf_try($$SELECT * FROM payflow.claim_steps('PROCESS_PAYMENT', 'w',
 	(SELECT array_agg('pay_00000000000000000000000000'::text) FROM generate_series(1, 101)))$$);
 
+-- heartbeats in one update: the holder's two leases renewed (a repeat
+-- too), an unknown and a malformed id answered alone (PF003, 22P02),
+-- another worker's lease not renewed
+SELECT h.item, h.operation_id = (ARRAY[:'op2', :'op1', 'pay_00000000000000000000000000', 'nope', :'op1'])[h.item] AS same_id,
+	   h.held, h.error ->> 'code' AS error_code
+  FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'bw-1',
+							   ARRAY[:'op2', :'op1', 'pay_00000000000000000000000000', 'nope', :'op1'], 600) h
+ ORDER BY h.item;
+SELECT id = :'op1' OR id = :'op2' AS renewed_one, step_lease_expires_at > now() + interval '500 seconds' AS lease_600
+  FROM payflow.operations WHERE id = ANY (:'ops'::text[]) ORDER BY id;
+SELECT h.held AS other_worker FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'bw-9', ARRAY[:'op3']) h;
+SELECT step_lease_owner, step_lease_expires_at < now() + interval '100 seconds' AS lease_unchanged
+  FROM payflow.operations WHERE id = :'op3';
+-- the arguments every item shares are checked once, for the whole call
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('REFUND', 'w', ARRAY['pay_00000000000000000000000000'])$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', NULL, ARRAY['x'])$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w', ARRAY['x'], 0)$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w', NULL)$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w', ARRAY['x', 'y'], 60, ARRAY['t'])$$);
+SELECT * FROM pf_try($$SELECT * FROM payflow.heartbeat_steps('PROCESS_PAYMENT', 'w',
+	(SELECT array_agg('pay_00000000000000000000000000'::text) FROM generate_series(1, 101)))$$);
+
 -- completions: two by the holder (fast path), one result that is not an
 -- object (22023, alone), one unknown operation (PF003, alone); then one by
 -- another worker (PF004, as an answer, not an exception)

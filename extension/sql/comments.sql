@@ -28,6 +28,8 @@ COMMENT ON FUNCTION payflow.claim_steps(text, text, text[], integer) IS
 	'claim_step for up to 100 operations in one call, one answer or error per item, a pg input inline.';
 COMMENT ON FUNCTION payflow.heartbeat(text, text, text, integer, text) IS
 	'Renews a step''s lease; false once another worker took the step over.';
+COMMENT ON FUNCTION payflow.heartbeat_steps(text, text, text[], integer, text[]) IS
+	'heartbeat for up to 100 steps in one update, one answer or error per item.';
 COMMENT ON FUNCTION payflow.save_step_ref(text, text, text, text, text) IS
 	'Keeps a running step''s external job reference (submit-then-poll), handed to a worker that takes over.';
 COMMENT ON FUNCTION payflow.complete_step(text, text, text, jsonb, jsonb, text) IS

@@ -251,7 +251,9 @@ GRANT EXECUTE ON FUNCTION payflow.submit(text, jsonb, text, text, integer, text)
 -- the key's pads as arguments, read once a batch (steps.sql)
 DROP FUNCTION payflow._verified_content(jsonb, bytea);
 --@@ include steps.sql @@
-REVOKE ALL ON FUNCTION payflow._verified_content(bytea, bytea, jsonb, bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION payflow._verified_content(bytea, bytea, jsonb, bytea),
+	payflow.heartbeat_steps(text, text, text[], integer, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION payflow.heartbeat_steps(text, text, text[], integer, text[]) TO payflow_step_worker;
 --@@ include hooks.sql @@
 --@@ include scheduler.sql @@
 --@@ include step_attempts.sql @@

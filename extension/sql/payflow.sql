@@ -173,6 +173,7 @@ GRANT EXECUTE ON FUNCTION
 	payflow.complete_step(text, text, text, jsonb, jsonb, text),
 	payflow.fail_step(text, text, text, jsonb, boolean, text),
 	payflow.claim_steps(text, text, text[], integer),
+	payflow.heartbeat_steps(text, text, text[], integer, text[]),
 	payflow.complete_steps(text, text, jsonb),
 	payflow.fail_steps(text, text, jsonb),
 	payflow.payload_get(jsonb),

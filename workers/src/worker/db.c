@@ -189,10 +189,18 @@ db_heartbeat(pf_pg *pg, const char *const *lease_keys, int n, const char *step, 
 	values[1] = step;
 	values[2] = worker_id;
 	values[3] = lease;
+	/*
+	 * One update for the chunk (heartbeat_steps). An item answered with an
+	 * error of its own (an operation purged under us: PF003) counts as held:
+	 * the step finds out when it reports, as it did when each key was a
+	 * heartbeat call of its own.
+	 */
 	r = pf_pg_run(pg, PF_PG_IDEMPOTENT,
-				  "SELECT payflow.heartbeat(split_part(t.k, ' ', 1), $2, $3, $4::int, "
-				  "nullif(split_part(t.k, ' ', 2), '')) "
-				  "FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) ORDER BY t.i",
+				  "SELECT h.held IS NOT FALSE FROM payflow.heartbeat_steps($2, $3, "
+				  "ARRAY(SELECT split_part(t.k, ' ', 1) FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) ORDER BY t.i), "
+				  "$4::int, "
+				  "ARRAY(SELECT nullif(split_part(t.k, ' ', 2), '') FROM unnest($1::text[]) WITH ORDINALITY AS t(k, i) "
+				  "ORDER BY t.i)) h ORDER BY h.item",
 				  4, values, NULL, NULL, 0, &res, err);
 	pf_buf_free(&keys);
 	if (r != PF_OK)

@@ -9,11 +9,11 @@
  * second attempts (issue 31). Here a slow round only delays the next
  * round, and the main thread sees it (behind) and stops receiving.
  *
- * Why sorted chunks: payflow.heartbeat updates step rows in the order it
- * is given them, and the batch claims and outcomes (batch.c) send theirs
- * in operation-id order too, so most locks are taken in one order; where a
- * set-based statement takes them in its plan's order, the renewal's
- * lock_timeout (500 ms, under the deadlock detector's second) gives way.
+ * Why sorted chunks: payflow.heartbeat_steps updates a chunk's rows in id
+ * order, as the batch claims and outcomes (batch.c) take theirs, so locks
+ * are taken in one order; where another statement takes them in its
+ * plan's order, the renewal's lock_timeout (500 ms, under the deadlock
+ * detector's second) gives way.
  * A chunk is one statement and one transaction: its locks are held for a
  * hundred rows, not a thousand, and a chunk that fails costs only its own
  * renewals, which the next round retries (the lease outlives two missed

@@ -46,16 +46,29 @@ frozen_only() {
 flavoured() {
 	local flavour=$1 source=$2
 	case $source in *payflow--*--*.sql) frozen_only "$source" ;; esac
+	# An included file may include others (outbox_write_ctes.sql, a part of
+	# the statements that write events): lines are expanded wherever they
+	# come from, an include of a file already being included is an error.
 	awk -v here="$here" -v flavour="$flavour" -v helpers="$here/flavour-$flavour/helpers.sql" -v grants="$here/flavour-$flavour/grants.sql" '
 		function include(file,   line) {
-			while ((getline line < file) > 0) print line
+			if (file in open_now) {
+				print "assemble.sh: " file " includes itself" > "/dev/stderr"
+				exit 1
+			}
+			open_now[file] = 1
+			while ((getline line < file) > 0) expand(line)
 			close(file)
+			delete open_now[file]
 		}
-		$0 == "--@@ flavour helpers @@" { include(helpers); next }
-		$0 == "--@@ flavour grants @@" { include(grants); next }
-		$1 == "--@@" && $2 == "include" && $4 == "@@" && NF == 4 { include(here "/" $3); next }
-		$1 == "--@@" && $2 == "flavour" && $3 == "include" && $5 == "@@" && NF == 5 { include(here "/flavour-" flavour "/" $4); next }
-		{ print }
+		function expand(line,   f, n) {
+			n = split(line, f)	# (as fields: blanks around are no field)
+			if (line == "--@@ flavour helpers @@") include(helpers)
+			else if (line == "--@@ flavour grants @@") include(grants)
+			else if (f[1] == "--@@" && f[2] == "include" && f[4] == "@@" && n == 4) include(here "/" f[3])
+			else if (f[1] == "--@@" && f[2] == "flavour" && f[3] == "include" && f[5] == "@@" && n == 5) include(here "/flavour-" flavour "/" f[4])
+			else print line
+		}
+		{ expand($0) }
 	' "$source"
 }
 

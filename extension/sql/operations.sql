@@ -65,7 +65,7 @@ REVOKE ALL ON FUNCTION payflow._same_request(payflow.operations, text, jsonb, by
 -- Creates an operation, or returns the one its idempotency key already
 -- names.  Concurrent calls with one key serialise on the unique index: the
 -- second waits for the first to commit, then finds its row.  One statement
--- writes all three rows (the first step opens in the operation's row, and
+-- writes all four rows (the first step opens in the operation's row, and
 -- the row is its "submitted" history: history.sql):
 -- submit is the hottest path and every statement costs an executor
 -- start-up.  The operation starts on the newest pipeline version, in its
@@ -116,18 +116,18 @@ BEGIN
 		INSERT INTO payflow.payloads (key, content)
 		SELECT v_ref ->> 'key', p_content
 		  FROM op WHERE p_content IS NOT NULL
-	), event AS (
-		SELECT payflow._outbox_write_all(ARRAY[v_event_id], ARRAY[op.id], ARRAY[p_payment_id],
-										 ARRAY[f.request_event], ARRAY[f.destination],
-										 ARRAY[payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id,
-																   f.request_event, 1,
-																   jsonb_build_object(f.input_field, v_ref))],
-										 ARRAY[f.position::smallint])	-- (the log renders it)
+	), outbox_in AS (
+		-- its first step's request (the log renders it)
+		SELECT v_event_id AS event_id, op.id AS operation_id, p_payment_id AS group_key,
+			   f.request_event AS event_type, f.destination,
+			   payflow._event_body(v_event_id, op.id, p_payment_id, p_correlation_id, f.request_event, 1,
+								   jsonb_build_object(f.input_field, v_ref)) AS body,
+			   f.position::smallint AS rendered, 1 AS n
 		  FROM op, f
 		 WHERE f.held_step IS NULL
-	)
-	-- event is read here, so it runs
-	SELECT op.id, f.held_step INTO v_created, v_held FROM op LEFT JOIN event ON true, f;
+	),
+	--@@ include outbox_write_ctes.sql @@
+	SELECT op.id, f.held_step INTO v_created, v_held FROM op, f;
 
 	IF v_held IS NOT NULL THEN
 		-- this one, or a held one before it, if the step has a slot free

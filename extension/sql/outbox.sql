@@ -126,18 +126,19 @@ $$;
 GRANT EXECUTE ON FUNCTION payflow._outbox_event_route(payflow.outbox_events), payflow._message_group_id(text)
 	TO payflow_admin;
 
--- The one writer of the outbox: every event payflow publishes is written
--- here, a batch of them in one statement (a completion of ten steps writes
--- ten events; a statement per event cost 51 us each in the step-engine
--- bench).  Event i is p_event_ids[i] of operation p_operation_ids[i] and so
--- on; its message group is its payment's (p_group_keys: the payment ids).
+-- The writer of the outbox as a function, for the statements that write
+-- one event or a few on the rare paths (_emit: retries, failures, replays):
+-- every event payflow publishes is written by the CTEs of
+-- outbox_write_ctes.sql, which the hot statements (submit, submit_many, a
+-- batch completion) hold themselves.  Event i is p_event_ids[i] of
+-- operation p_operation_ids[i] and so on; its message group is its
+-- payment's (p_group_keys: the payment ids).
 -- p_rendered[i], when not NULL, says the log need not keep its body: the
 -- caller made it as _rendered_event_body renders it (a request of the
 -- step at that position, 0 the completed event).
 -- The log's row of a terminal event (operation-events) is how the webhook
 -- worker knows payflow published it (_require_published; 0.4 wrote a row
--- of operation_events as well).  The relays are woken at commit.  Returns
--- how many events were written.
+-- of operation_events as well).  Returns how many events were written.
 CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_operation_ids text[], p_group_keys text[],
 										  p_event_types text[], p_destinations text[], p_bodies jsonb[],
 										  p_rendered smallint[] DEFAULT NULL)
@@ -147,47 +148,15 @@ CREATE OR REPLACE FUNCTION payflow._outbox_write_all(p_event_ids uuid[], p_opera
 DECLARE
 	v_n integer;
 BEGIN
-	-- An xid before a seq: payflow._outbox_cursor relies on it (a
-	-- transaction's first write would otherwise draw the seq and only then
-	-- take its xid).  Every caller has written before, so this is a lookup.
-	PERFORM pg_catalog.pg_current_xact_id();
-	-- The log and the work list, one seq each event, drawn in the order
-	-- of the arrays (per-payment order).  The log keeps no body, type,
-	-- destination or group of a rendered event (_outbox_event_route), and
-	-- a body without the envelope its columns hold of the others; the work
-	-- list (no WAL) the whole event.
-	WITH ev AS MATERIALIZED (
-		SELECT nextval('payflow.outbox_seq_seq') AS seq, e.*,
-			   e.rendered IS NULL
-			   AND e.body @> payflow._event_envelope(e.event_id, e.operation_id, e.event_type, now()) AS enveloped
-		  FROM (SELECT e.event_id, e.operation_id, e.event_type, e.destination,
-					   payflow._message_group_id(e.group_key) AS message_group_id, e.body, e.rendered
-				  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies,
-							  coalesce(p_rendered, ARRAY[]::smallint[]))
-					   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, rendered, n)
-				 WHERE e.n <= cardinality(p_event_ids)
-				 ORDER BY e.n) e
-	), logged AS (
-		INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,
-										   enveloped, rendered, body)
-		SELECT ev.seq, ev.event_id, ev.operation_id,
-			   CASE WHEN ev.rendered IS NULL THEN ev.event_type END,
-			   CASE WHEN ev.rendered IS NULL THEN ev.destination END,
-			   CASE WHEN ev.rendered IS NULL THEN ev.message_group_id END,
-			   ev.enveloped, ev.rendered,
-			   CASE WHEN ev.rendered IS NOT NULL THEN NULL
-					WHEN ev.enveloped
-					THEN ev.body - ARRAY['eventType', 'eventVersion', 'eventId', 'operationId', 'createdAt']
-					ELSE ev.body END
-		  FROM ev
-	)
-	INSERT INTO payflow.outbox (event_id, seq, operation_id, event_type, destination, message_group_id, body)
-	SELECT ev.event_id, ev.seq, ev.operation_id, ev.event_type, ev.destination, ev.message_group_id, ev.body
-	  FROM ev;
-	GET DIAGNOSTICS v_n = ROW_COUNT;
-	IF v_n > 0 THEN
-		PERFORM payflow._outbox_written();
-	END IF;
+	WITH outbox_in AS (
+		SELECT e.event_id, e.operation_id, e.group_key, e.event_type, e.destination, e.body, e.rendered, e.n
+		  FROM unnest(p_event_ids, p_operation_ids, p_group_keys, p_event_types, p_destinations, p_bodies,
+					  coalesce(p_rendered, ARRAY[]::smallint[]))
+			   WITH ORDINALITY AS e(event_id, operation_id, group_key, event_type, destination, body, rendered, n)
+		 WHERE e.n <= cardinality(p_event_ids)
+	),
+	--@@ include outbox_write_ctes.sql @@
+	SELECT count(*) INTO v_n FROM outbox_work;
 	RETURN v_n;
 END
 $$;

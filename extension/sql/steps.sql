@@ -1022,8 +1022,10 @@ BEGIN
 			   CASE WHEN s.result_ref IS NULL AND NOT v_last THEN s.result END,
 			   s.step_claim_no, s.done_no
 		  FROM s
-	), e AS MATERIALIZED (
-		SELECT s.operation_id, s.event_id, s.payment_id,
+	), outbox_in AS (
+		-- the next step's request, or the operation's completed event (one
+		-- event per operation: no order to keep)
+		SELECT s.event_id, s.operation_id, s.payment_id AS group_key,
 			   coalesce(n.request_event, v_completed_event) AS event_type,
 			   coalesce(n.destination, 'operation-events') AS destination,
 			   payflow._event_body(s.event_id, s.operation_id, s.payment_id, s.correlation_id,
@@ -1032,21 +1034,15 @@ BEGIN
 								   CASE WHEN v_last THEN jsonb_build_object('status', d.done_status, 'result', s.result)
 										ELSE jsonb_build_object(n.input_field, coalesce(s.result_ref, s.input_ref)) END) AS body,
 			   -- the log renders these bodies (_rendered_event_body)
-			   CASE WHEN v_last THEN 0 ELSE n.position END::smallint AS rendered
+			   CASE WHEN v_last THEN 0 ELSE n.position END::smallint AS rendered,
+			   s.n
 		  FROM s
-	), ev AS (
-		-- the aggregates of one scan see the rows in one order, so the
-		-- arrays line up (one event per operation: no order to keep)
-		SELECT payflow._outbox_write_all(array_agg(e.event_id), array_agg(e.operation_id),
-										 array_agg(e.payment_id), array_agg(e.event_type),
-										 array_agg(e.destination), array_agg(e.body), array_agg(e.rendered)) AS written
-		  FROM e
-	)
-	-- ev is read here, so it runs (once, for all the events)
+	),
+	--@@ include outbox_write_ctes.sql @@
 	SELECT s.n, s.operation_id,
 		   jsonb_build_object('action', 'completed', 'status', d.done_status,
 							  'eventType', coalesce(n.request_event, v_completed_event), 'eventId', s.event_id)
-	  FROM s LEFT JOIN ev ON true;
+	  FROM s;
 END
 $$;
 

@@ -248,21 +248,19 @@ BEGIN
 			INSERT INTO payflow.payloads (key, content)
 			SELECT it.ref ->> 'key', it.content
 			  FROM op JOIN it USING (id)
-		)
-		SELECT payflow._outbox_write_all(
-				   array_agg(it.event_id ORDER BY it.key COLLATE "C", it.i), array_agg(it.id ORDER BY it.key COLLATE "C", it.i),
-				   array_agg(it.payment_id ORDER BY it.key COLLATE "C", it.i),
-				   array_agg(f.request_event ORDER BY it.key COLLATE "C", it.i),
-				   array_agg(f.destination ORDER BY it.key COLLATE "C", it.i),
-				   array_agg(payflow._event_body(it.event_id, it.id, it.payment_id, it.correlation_id,
-												 f.request_event, 1, jsonb_build_object(f.input_field, it.ref))
-							 ORDER BY it.key COLLATE "C", it.i),
-				   -- (the log renders them, as submit's)
-				   array_agg(f.position::smallint ORDER BY it.key COLLATE "C", it.i))
-		  INTO v_events	-- read by nothing: the statement runs for its writes
-		  FROM op JOIN it USING (id), f
-		 WHERE f.held_step IS NULL
-		HAVING count(*) > 0;
+		), outbox_in AS (
+			-- their first step's requests (the log renders them, as submit's)
+			SELECT it.event_id, it.id AS operation_id, it.payment_id AS group_key, f.request_event AS event_type,
+				   f.destination,
+				   payflow._event_body(it.event_id, it.id, it.payment_id, it.correlation_id, f.request_event, 1,
+									   jsonb_build_object(f.input_field, it.ref)) AS body,
+				   f.position::smallint AS rendered,
+				   row_number() OVER (ORDER BY it.key COLLATE "C", it.i) AS n
+			  FROM op JOIN it USING (id), f
+			 WHERE f.held_step IS NULL
+		),
+		--@@ include outbox_write_ctes.sql @@
+		SELECT count(*) INTO v_events FROM outbox_work;	-- (the statement runs for its writes)
 		-- held for a slot: those that have one now go (step_dispatch.sql)
 		SELECT l.step_name INTO v_first
 		  FROM payflow.step_definitions d JOIN payflow.step_limits l ON l.step_name = d.step_name

@@ -23,34 +23,47 @@ CREATE TABLE IF NOT EXISTS payflow.step_grants (
 	PRIMARY KEY (step_name, role_name)
 );
 
+-- Whether the login may act on a step (role_ok: the step is bound to no
+-- role, or the login is a member of one of its roles) and whether the step
+-- is bound (it has a grant).  A granted role since dropped (to_regrole:
+-- NULL) admits no one.  One row; SQL over the grants alone, so that the
+-- planner inlines it into the statement that reads it from its FROM: the
+-- batch step functions read it in a statement they run anyway (the
+-- statement of its own each call cost a completion 10 us and more).
+CREATE OR REPLACE FUNCTION payflow._step_access(p_step text)
+	RETURNS TABLE (role_ok boolean, bound boolean)
+	LANGUAGE sql STABLE
+	AS $$
+	SELECT count(*) = 0
+		   OR coalesce(bool_or(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(g.role_name), 'MEMBER')),
+					   false),
+		   count(*) > 0
+	  FROM payflow.step_grants g WHERE g.step_name = p_step
+$$;
+
 -- Whether a step is bound to roles (it has a grant).  PL/pgSQL, whose plan
--- is kept: it runs at every step call.  A generic plan: with a custom one
--- per call (what the plan cache chose for a parameter over a tiny table),
--- planning was 0.064 ms of each call, 425 ms of a 2,000-operation burst
--- (pg_stat_statements in the pipeline bench).
+-- is kept: it runs at every single-item step call.  A generic plan: with
+-- a custom one per call (what the plan cache chose for a parameter over a
+-- tiny table), planning was 0.064 ms of each call, 425 ms of a
+-- 2,000-operation burst (pg_stat_statements in the pipeline bench).
 CREATE OR REPLACE FUNCTION payflow._step_bound(p_step text) RETURNS boolean
 	LANGUAGE plpgsql STABLE
 	SET plan_cache_mode = force_generic_plan
 	AS $$
 BEGIN
-	RETURN EXISTS (SELECT FROM payflow.step_grants g WHERE g.step_name = p_step);
+	RETURN (SELECT a.bound FROM payflow._step_access(p_step) a);
 END
 $$;
 
--- 42501 unless the step is bound to no role or the login is a member of
--- one of its roles.  One statement, run at every step call: three (the
--- bound check, then a join with pg_roles) took 78 us a call in the
--- pipeline bench.  A granted role since dropped (to_regrole: NULL) admits
--- no one.
+-- 42501 unless the login may act on the step (_step_access).  One
+-- statement: three (the bound check, then a join with pg_roles) took 78 us
+-- a call in the pipeline bench.
 CREATE OR REPLACE FUNCTION payflow._require_step_role(p_step text) RETURNS void
 	LANGUAGE plpgsql STABLE
 	SET plan_cache_mode = force_generic_plan	-- as _step_bound
 	AS $$
 BEGIN
-	IF NOT (SELECT count(*) = 0
-				   OR coalesce(bool_or(pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(g.role_name), 'MEMBER')),
-							   false)
-			  FROM payflow.step_grants g WHERE g.step_name = p_step) THEN
+	IF NOT (SELECT a.role_ok FROM payflow._step_access(p_step) a) THEN
 		RAISE EXCEPTION 'role "%" may not act on step %', session_user, p_step
 			USING ERRCODE = 'insufficient_privilege',
 				  DETAIL = format('Step %s is bound to %s.', p_step,
@@ -118,7 +131,7 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION payflow._step_bound(text), payflow._require_step_role(text),
+REVOKE ALL ON FUNCTION payflow._step_access(text), payflow._step_bound(text), payflow._require_step_role(text),
 	payflow._require_lease_token(payflow.operations, text),
 	payflow.grant_step(text, regrole), payflow.revoke_step(text, regrole) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION payflow.grant_step(text, regrole), payflow.revoke_step(text, regrole) TO payflow_admin;

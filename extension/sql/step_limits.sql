@@ -81,7 +81,8 @@ BEGIN
 END
 $$;
 
--- A batch claim's first statement on a step (claim_steps): it locks the
+-- A batch claim's first statement on a step (claim_steps): 42501 unless
+-- the login may act on the step (_require_step_role), then it locks the
 -- step's limit and breaker rows, as _lock_step_limit, and says what the
 -- batch needs from them: 'none' (neither: nothing to enforce), 'admitted'
 -- (no breaker, every item holds the slot its request was sent with, and
@@ -101,7 +102,20 @@ DECLARE
 	l payflow.step_limits;
 	v_tokens numeric;
 	v_items integer;
+	r record;
 BEGIN
+	-- The common case, a step with neither, in one statement with the role
+	-- check: three statements in two functions cost a claim some 20 us.
+	-- The locks come after it (no row to lock: nothing was to wait for).
+	SELECT a.role_ok, EXISTS (SELECT FROM payflow.step_limits x WHERE x.step_name = p_step) AS limited,
+		   EXISTS (SELECT FROM payflow.step_breakers b WHERE b.step_name = p_step) AS breaker
+	  INTO r
+	  FROM payflow._step_access(p_step) a;
+	IF NOT r.role_ok THEN
+		PERFORM payflow._require_step_role(p_step);		-- (its 42501)
+	ELSIF NOT r.limited AND NOT r.breaker THEN
+		RETURN 'none';
+	END IF;
 	SELECT * INTO l FROM payflow.step_limits x WHERE x.step_name = p_step FOR UPDATE;
 	PERFORM FROM payflow.step_breakers b WHERE b.step_name = p_step FOR UPDATE;	-- (step_breakers.sql)
 	IF FOUND THEN

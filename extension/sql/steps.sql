@@ -800,9 +800,9 @@ DECLARE
 	v_ids text[] := operation_ids;	-- what the fast path may claim (NULL: not it)
 	v_claimed text[];
 BEGIN
-	PERFORM payflow._require_step_role(step);
-	-- the step's limit and breaker locked before any operation's row, and
-	-- whether the batch needs the admission (step_limits.sql)
+	-- 42501 for a login the step is not bound to; then the step's limit and
+	-- breaker locked before any operation's row, and whether the batch
+	-- needs the admission (step_limits.sql)
 	v_gate := payflow._gate_step_claims(step, operation_ids);
 	-- The fast path first: it checks the arguments inside its statement and
 	-- takes no item of a call with a wrong one, so the checks below run only
@@ -899,7 +899,7 @@ DECLARE
 	v_max_bytes bigint := payflow._setting('payload_max_bytes')::bigint;
 	v_last boolean;
 	v_completed_event text;
-	v_bound boolean := payflow._step_bound(p_step);
+	v_bound boolean;
 	v_lo text COLLATE "C";	-- (as _claim_fast's)
 	v_hi text COLLATE "C";
 	v_inner_pad bytea;
@@ -907,32 +907,42 @@ DECLARE
 BEGIN
 	-- The step as the newest version that has it defines it; operations of
 	-- older versions (in flight across a pipeline change) take the full path.
-	-- With it, in the same statement, the next step (none after the last)
-	-- and the version's completed event.
-	SELECT sd AS d, nx AS n, p.completed_event,
-		   EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = nx.step_name) AS next_limited
+	-- With it, in the same statement (each statement a call costs some
+	-- 5 us): the next step (none after the last) and the version's
+	-- completed event; whether the login may act on the step, and whether
+	-- the step is bound (_step_access); whether the step has a limit; and,
+	-- as _claim_fast's, the batch's id range (the other days' step_results
+	-- and payloads pruned) and the key that makes the results' checksums.
+	SELECT sd AS d, nx AS n, p.completed_event, a.role_ok, a.bound,
+		   EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = nx.step_name) AS next_limited,
+		   EXISTS (SELECT FROM payflow.step_limits l WHERE l.step_name = p_step) AS limited,
+		   b.lo, b.hi, k.inner_pad, k.outer_pad
 	  INTO r
 	  FROM payflow.step_definitions sd
 	  JOIN payflow.pipelines p ON p.version = sd.pipeline_version
 	  LEFT JOIN payflow.step_definitions nx ON nx.pipeline_version = sd.pipeline_version
 										   AND nx.position = sd.position + 1
+	  CROSS JOIN payflow._step_access(p_step) a
+	  CROSS JOIN (SELECT min((e ->> 'operationId') COLLATE "C") AS lo, max((e ->> 'operationId') COLLATE "C") AS hi
+					FROM jsonb_array_elements(p_items) e) b
+	  LEFT JOIN payflow._content_key k ON true
 	 WHERE sd.step_name = p_step
 	 ORDER BY sd.pipeline_version DESC LIMIT 1;
-	IF NOT FOUND OR r.next_limited THEN
-		-- (a next step with a limit is held for a slot: the full path's
-		-- work, step_dispatch.sql)
+	IF NOT FOUND OR NOT r.role_ok OR r.next_limited THEN
+		-- (complete_steps' full path raises 42501 for a login the step is
+		-- not bound to; a next step with a limit is held for a slot: the
+		-- full path's work, step_dispatch.sql)
 		RETURN;
 	END IF;
 	d := r.d;
 	n := r.n;
 	v_last := n.step_name IS NULL;
 	v_completed_event := r.completed_event;
-	-- (as _claim_fast's: the other days' step_results and payloads
-	-- pruned, and the key that makes the results' checksums)
-	SELECT b.lo, b.hi, k.inner_pad, k.outer_pad INTO v_lo, v_hi, v_inner_pad, v_outer_pad
-	  FROM (SELECT min((e ->> 'operationId') COLLATE "C") AS lo, max((e ->> 'operationId') COLLATE "C") AS hi
-			  FROM jsonb_array_elements(p_items) e) b
-	  LEFT JOIN payflow._content_key k ON true;
+	v_bound := r.bound;
+	v_lo := r.lo;
+	v_hi := r.hi;
+	v_inner_pad := r.inner_pad;
+	v_outer_pad := r.outer_pad;
 	RETURN QUERY
 	WITH i AS MATERIALIZED (
 		SELECT DISTINCT ON (x.e ->> 'operationId')
@@ -1043,6 +1053,12 @@ BEGIN
 		   jsonb_build_object('action', 'completed', 'status', d.done_status,
 							  'eventType', coalesce(n.request_event, v_completed_event), 'eventId', s.event_id)
 	  FROM s;
+	IF r.limited THEN
+		-- the slots of the attempts done go to the next held operations
+		-- (step_dispatch.sql; complete_steps frees those of its full path's
+		-- items after them)
+		PERFORM payflow._slot_freed(p_step, ARRAY(SELECT e ->> 'operationId' FROM jsonb_array_elements(p_items) e));
+	END IF;
 END
 $$;
 
@@ -1059,9 +1075,9 @@ DECLARE
 	v_done boolean[];
 	v_fast integer := 0;
 BEGIN
-	PERFORM payflow._require_step_role(step);
 	-- The fast path first, as in claim_steps: it takes only well-formed
-	-- items of a known step by a valid worker id.
+	-- items of a known step by a valid worker id whose login may act on the
+	-- step, and frees their slots if the step has a limit.
 	IF jsonb_typeof(items) = 'array' AND jsonb_array_length(items) BETWEEN 1 AND 100 THEN
 		v_done := array_fill(false, ARRAY[jsonb_array_length(items)]);
 		FOR r IN SELECT * FROM payflow._complete_fast(step, worker_id, items) LOOP
@@ -1071,10 +1087,10 @@ BEGIN
 			RETURN NEXT;
 		END LOOP;
 		IF v_fast = jsonb_array_length(items) THEN
-			PERFORM payflow._slot_freed(step, ARRAY(SELECT e ->> 'operationId' FROM jsonb_array_elements(items) e));
 			RETURN;
 		END IF;
 	END IF;
+	PERFORM payflow._require_step_role(step);
 	PERFORM payflow._step_definition(step);
 	PERFORM payflow._require_worker(worker_id, 1);
 	PERFORM payflow._require_items(items);

@@ -57,8 +57,12 @@ SELECT c.attributes = jsonb_build_object('eventType', 'PaymentRequested', 'opera
   FROM payflow.outbox_claim(1000, 'relay-attr') c WHERE c.event_id = (SELECT event_id FROM payflow.outbox WHERE operation_id = :'op1');
 ROLLBACK;
 
--- same key, same details: same operation, nothing new written
+-- same key, same details: same operation, nothing new written, not even
+-- a transaction id (a replay commits without a WAL flush)
+BEGIN;
 SELECT payflow.submit('payment-1', '{"currency": "EUR", "amount": 1250}') = :'op1' AS same_id;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid_taken;
+COMMIT;
 SELECT count(*) = 1 AS still_one_event FROM payflow.outbox WHERE message_group_id = 'payment-1';
 
 -- same key, other details: PF002

@@ -57,6 +57,11 @@ SELECT bool_and(m.operation_id = again.operation_id) AS same_ids, count(*) AS it
 	{"payment_id": "many-3", "details": {"amount": 300, "currency": "USD"}, "idempotency_key": "key-many-3"}
 ]$$) again USING (item);
 SELECT count(*) - :operations_before AS new_operations FROM payflow.operations;
+-- nor a transaction id (a replay commits without a WAL flush)
+BEGIN;
+SELECT count(*) AS items FROM payflow.submit_many('[{"payment_id": "many-1", "details": {"amount": 100, "currency": "EUR"}}]');
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid_taken;
+COMMIT;
 
 -- a key twice in one array with the same details: one operation, named twice
 SELECT count(DISTINCT operation_id) AS operations, count(*) AS items FROM payflow.submit_many($$[

@@ -9,12 +9,16 @@
 		--
 		-- The log and the work list, one seq each event, drawn in n's order
 		-- (per-payment order).  An xid before a seq: payflow._outbox_cursor
-		-- relies on it (the one-time filter takes it, if the statement has
-		-- not written yet, before the first seq is drawn).  The log keeps
-		-- no body, type, destination or group of a rendered event
-		-- (_outbox_event_route), and a body without the envelope its columns
-		-- hold of the others; the work list (no WAL) the whole event.  The
-		-- relays are woken at commit (_outbox_written, once a row).
+		-- relies on it (the filter takes it, if the statement has not
+		-- written yet, before the sort hands on a row to draw a seq for).
+		-- A filter of each row, not a one-time filter before the scan, so
+		-- that a statement with no event (a replayed submit) takes no xid:
+		-- the row's own column in it keeps the planner from hoisting it.
+		-- The log keeps no body, type, destination or group of a rendered
+		-- event (_outbox_event_route), and a body without the envelope its
+		-- columns hold of the others; the work list (no WAL) the whole
+		-- event.  The relays are woken at commit (_outbox_written, once a
+		-- row).
 		outbox_ev AS MATERIALIZED (
 			SELECT nextval('payflow.outbox_seq_seq') AS seq, e.*,
 				   e.rendered IS NULL
@@ -22,7 +26,7 @@
 			  FROM (SELECT e.event_id, e.operation_id, e.event_type, e.destination,
 						   payflow._message_group_id(e.group_key) AS message_group_id, e.body, e.rendered
 					  FROM outbox_in e
-					 WHERE (SELECT pg_catalog.pg_current_xact_id()) IS NOT NULL
+					 WHERE (pg_catalog.pg_current_xact_id()::text || e.operation_id) IS NOT NULL
 					 ORDER BY e.n) e
 		), outbox_logged AS (
 			INSERT INTO payflow.outbox_events (seq, event_id, operation_id, event_type, destination, message_group_id,

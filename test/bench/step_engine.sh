@@ -17,6 +17,10 @@
 # 1,000 and 20,000 operations open, planned on statistics taken before the
 # backlog, for 0.4.1 and the current version.
 #
+# Then a step call's cost and an item's (step_call_cost.sql): claim_steps
+# and complete_steps calls of 1 and of 10 items, for 0.4.1 and the current
+# version.
+#
 # Then the relay's claim after VACUUM of an empty outbox (outbox_vacuum.sql):
 # the time BENCH_STEP_OPS events take to drain in a session whose outbox_claim plan was
 # made for the truncated, empty table, beside a round with fresh statistics,
@@ -36,7 +40,7 @@
 # the scheduler's NOTIFYs are not in it: test/bench/pipeline.sh measures
 # the whole pipeline.  Prints figures, never fails on them.
 #
-#   BENCH_STEP_OPS=2000  BENCH_STEP_ROUNDS=3  PF_BENCH_STEP_PGPORT=54367
+#   BENCH_STEP_OPS=2000  BENCH_STEP_ROUNDS=3  PF_BENCH_STEP_PGPORT=54367  BENCH_STEP_CALL_OPS=1000
 #   BENCH_STEP_BACKLOG_SMALL=1000  BENCH_STEP_BACKLOG_LARGE=20000
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -133,6 +137,30 @@ for v in 0.4.1 "$cur"; do
 	large=$(bench_med "${BACKLOG[$v:$BACKLOG_LARGE]}")
 	printf '%-8s %16s %16s %12s\n' "$v" "$small" "$large" "$(bench_ratio "$large" "$small")"
 	bench_result "claim_backlog_ms_${v}_$BACKLOG_LARGE" "${BACKLOG[$v:$BACKLOG_LARGE]}"
+done
+
+# ---- a step call's fixed cost and its cost an item (step_call_cost.sql):
+# backend CPU a claim_steps and a complete_steps call of 1 and of 10 items,
+# both versions, rounds interleaved; a call's share is what one item costs
+# beyond an item's share ((10-item call - 1-item call) / 9).
+CALL_OPS=${BENCH_STEP_CALL_OPS:-1000}
+declare -A CALL
+for round in $(seq 1 "$ROUNDS"); do
+	for case in $(bench_rotate "$round" pf_v041:1 pf_v041:10 pf_v040:1 pf_v040:10); do
+		CALL[$case]+="$(pf_psql -d "${case%:*}" -Atq -v run="c$round-${case#*:}" -v n="$CALL_OPS" -v batch="${case#*:}" 			-v ticks="$TICKS" -f test/bench/step_call_cost.sql | tail -n 1) "
+	done
+done
+echo "== a step call's cost and an item's, backend CPU us ($CALL_OPS operations, calls of 1 and of 10 items)"
+printf '%-8s %16s %16s %16s %16s\n' "" "claim: a call" "an item" "complete: a call" "an item"
+for db in pf_v041 pf_v040; do
+	one=${CALL[$db:1]} ten=${CALL[$db:10]}
+	c1=$(bench_med "$(for x in $one; do printf '%s ' "${x%|*}"; done)")
+	c10=$(bench_med "$(for x in $ten; do printf '%s ' "${x%|*}"; done)")
+	p1=$(bench_med "$(for x in $one; do printf '%s ' "${x#*|}"; done)")
+	p10=$(bench_med "$(for x in $ten; do printf '%s ' "${x#*|}"; done)")
+	awk -v v="$([ "$db" = pf_v041 ] && echo 0.4.1 || echo "$cur")" -v c1="$c1" -v c10="$c10" -v p1="$p1" -v p10="$p10" \
+		'BEGIN { ci = (c10 - c1) / 9; pi = (p10 - p1) / 9
+				 printf "%-8s %16.0f %16.0f %16.0f %16.0f\n", v, c1 - ci, ci, p1 - pi, pi }'
 done
 
 # ---- the relay's claim after VACUUM, and while a snapshot is held

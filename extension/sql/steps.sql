@@ -192,7 +192,7 @@ CREATE OR REPLACE FUNCTION payflow.heartbeat_steps(step text, worker_id text, op
 	AS $$
 DECLARE
 	v_renewed integer[];
-	v_bound boolean;
+	v_access record;
 BEGIN
 	PERFORM payflow._require_text('step', step, 64);
 	PERFORM payflow._require_worker(worker_id, lease_seconds);
@@ -203,8 +203,12 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Give a token for each operation (NULL for a step bound to no role), or no array.';
 	END IF;
-	PERFORM payflow._require_step_role(step);
-	v_bound := payflow._step_bound(step);
+	-- whether the login may act on the step, and whether it is bound, in
+	-- one statement (_step_access); 42501 from _require_step_role
+	SELECT a.role_ok, a.bound INTO v_access FROM payflow._step_access(step) a;
+	IF NOT v_access.role_ok THEN
+		PERFORM payflow._require_step_role(step);
+	END IF;
 	-- the rows locked in id order (as the batch claims and completions
 	-- lock theirs): two batches wait for each other, never deadlock
 	WITH i AS MATERIALIZED (
@@ -219,7 +223,7 @@ BEGIN
 		 WHERE o.id = i.id AND o.current_step = step
 		   AND o.step_status = 'RUNNING' AND o.step_lease_owner = worker_id
 		   -- a wrong token, or none for a step bound to roles: not this lease
-		   AND CASE WHEN i.token IS NULL THEN NOT v_bound ELSE o.step_lease_token::text = i.token END
+		   AND CASE WHEN i.token IS NULL THEN NOT v_access.bound ELSE o.step_lease_token::text = i.token END
 		RETURNING o.id
 	)
 	SELECT coalesce(array_agg(x.n::integer), '{}') INTO v_renewed

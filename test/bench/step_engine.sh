@@ -147,7 +147,7 @@ CALL_OPS=${BENCH_STEP_CALL_OPS:-1000}
 declare -A CALL
 for round in $(seq 1 "$ROUNDS"); do
 	for case in $(bench_rotate "$round" pf_v041:1 pf_v041:10 pf_v040:1 pf_v040:10); do
-		CALL[$case]+="$(pf_psql -d "${case%:*}" -Atq -v run="c$round-${case#*:}" -v n="$CALL_OPS" -v batch="${case#*:}" 			-v ticks="$TICKS" -f test/bench/step_call_cost.sql | tail -n 1) "
+		CALL[$case]+="$(pf_psql -d "${case%:*}" -Atq -v run="c$round-${case#*:}" -v n="$CALL_OPS" -v batch="${case#*:}" -f test/bench/step_call_cost.sql | tail -n 1) "
 	done
 done
 echo "== a step call's cost and an item's, backend CPU us ($CALL_OPS operations, calls of 1 and of 10 items)"

@@ -101,3 +101,26 @@ SELECT payflow.complete_step(:'op5', 'PROCESS_PAYMENT', 'w', '{"charge_id": "CH-
 SELECT r.item, r.answer ->> 'action' AS action, r.error ->> 'code' AS error_code, r.error ->> 'message' AS error_message
   FROM payflow.run_hook_steps('POST_PROCESS', 'pp-b', 'bad_sig(text)', ARRAY[:'op5', (:'bops'::text[])[3]]) r
  ORDER BY r.item;
+-- the shipped hook in a batch (a statement whose plan is kept, not
+-- EXECUTE): each invoice input is the hook's answer alone, with the
+-- request's fields; for a request in S3, which it cannot read, the
+-- payment's only (alone: the batch leaves a step whose input is in S3 to
+-- the usual path)
+SELECT payflow.submit('pp-batch-6', '{"amount": 7, "currency": "SEK", "description": "six"}') AS op6,
+	   payflow.submit('pp-batch-8', '{"amount": 8, "customer": "C-8", "card_number": "4111111111111111"}') AS op8,
+	   payflow.submit_ref('pp-batch-7', 's3', 'in/pp-7.json', 'sha256:' || repeat('ab', 32), 10) AS op7 \gset
+SELECT count(*) AS paid FROM unnest(ARRAY[:'op6', :'op8']) WITH ORDINALITY b(id, n),
+	LATERAL (SELECT payflow.claim_step(b.id, 'PROCESS_PAYMENT', 'w') AS c) c,
+	LATERAL (SELECT payflow.complete_step(b.id, 'PROCESS_PAYMENT', 'w',
+			 jsonb_build_object(CASE WHEN b.n = 1 THEN 'charge_id' ELSE 'chargeId' END, 'CH-' || b.n)) AS d) d;
+CREATE TEMP TABLE shipped_batch AS
+SELECT * FROM payflow.run_hook_steps('POST_PROCESS', 'pp-b', 'payflow.default_postprocess(text,jsonb)', ARRAY[:'op6', :'op8']);
+SELECT r.item, r.completion ->> 'eventType' AS event,
+	   convert_from(payflow.payload_get(s.result_ref), 'UTF8')::jsonb - 'operationId' AS invoice_input,
+	   convert_from(payflow.payload_get(s.result_ref), 'UTF8')::jsonb
+	   = payflow.default_postprocess(r.operation_id, jsonb_build_object(CASE WHEN r.item = 1 THEN 'charge_id' ELSE 'chargeId' END,
+																	   'CH-' || r.item)) AS same_as_alone
+  FROM shipped_batch r
+  JOIN payflow.steps s ON s.operation_id = r.operation_id AND s.step_name = 'POST_PROCESS'
+ ORDER BY r.item;
+SELECT payflow.default_postprocess(:'op7', '{"transactionId": "T-7"}') - 'operationId' AS invoice_input_s3;

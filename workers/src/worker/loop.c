@@ -545,12 +545,18 @@ watchdog(worker *w, int64_t now)
 	for (int i = 0; i < w->n_held; i++)
 	{
 		job		   *j = w->held[i];
-		pf_log_ids	ids = {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL,
-		j->otel.ctx.trace_id[0] ? j->otel.ctx.trace_id : NULL, j->otel.ctx.span_id[0] ? j->otel.ctx.span_id : NULL};
+		pf_log_ids	ids;
 
 		if (j->finished || j->ex == NULL || j->call_deadline_ms == 0 ||
 			now < j->call_deadline_ms + WATCHDOG_GRACE_MS)
 			continue;
+		/*
+		 * Read only now: the executor writes the job's ids and span
+		 * without the lock, before it starts the call (step_call_started,
+		 * under the lock), so a call in progress says they are written.
+		 */
+		ids = (pf_log_ids) {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL,
+			j->otel.ctx.trace_id[0] ? j->otel.ctx.trace_id : NULL, j->otel.ctx.span_id[0] ? j->otel.ctx.span_id : NULL};
 		if (!j->interrupted)
 		{
 			j->interrupted = true;

@@ -103,6 +103,21 @@ cost_watch_lines() {
 	done
 }
 
+# "NAME switches": the context switches of a watched process's threads,
+# voluntary (a wait) and not (preempted), summed over /proc/<pid>/task.
+# An exact count where CPU time is noisy: a wake-up that finds nothing to
+# do costs a switch and the caches it disturbs (the workers' batch queue
+# once woke every executor for each request, test/bench/README.md).
+cost_switch_lines() {
+	local name pid
+	for name in "${!COST_WATCH[@]}"; do
+		for pid in ${COST_WATCH[$name]}; do
+			cat /proc/"$pid"/task/*/status 2>/dev/null |
+				awk -v n="$name" '/^(non)?voluntary_ctxt_switches:/ { s += $2 } END { if (NR) print n, s }'
+		done
+	done
+}
+
 # "action count" lines of the emulator's counters
 cost_sqs_lines() {
 	[ -n "$COST_SQS_URL" ] || return 0
@@ -137,6 +152,7 @@ cost_snapshot() {
 		cost_app_lines | sed 's/^/app /'
 		cost_cpu_lines | sed 's/^/cpu /'
 		cost_watch_lines | sed 's/^/watch /'
+		cost_switch_lines | sed 's/^/switch /'
 		cost_sqs_lines | sed 's/^/sqs /'
 	} >"$out"
 }
@@ -232,12 +248,14 @@ cost_end() {
 		# exited ones through the postmaster's cutime
 		awk -v hz="$COST_HZ" -v ops="$ops" '
 			FNR == NR { if ($1 == "cpu") { t0[$2] = $3; c0[$2] = $4 } else if ($1 == "watch") w0[$2] += $3
+						else if ($1 == "switch") x0[$2] += $3
 						else if ($1 == "sqs") s0[$2] = $3; else if ($1 == "app") app[$2] = $3; next }
 			$1 == "app" { app[$2] = $3; next }
 			$1 == "cpu" && $2 == "exited" { exited1 = $3; next }
 			$1 == "cpu" { v = $3 - ($2 in t0 ? t0[$2] : 0); cls[$4] += v; seen[$2] = 1
 						  if ($4 == "backend") bpid[$2] = v; next }
 			$1 == "watch" { w1[$2] += $3; next }
+			$1 == "switch" { x1[$2] += $3; next }
 			$1 == "sqs" { s1[$2] = $3; next }
 			END {
 				gone = 0
@@ -249,6 +267,7 @@ cost_end() {
 				for (a in by) printf "client_%s %.4f\n", a, by[a] * ms
 				printf "pg_ms %.4f\n", pg * ms
 				for (w in w1) printf "proc_%s %.4f\n", w, (w1[w] - w0[w]) * ms
+				for (x in x1) printf "switches_%s %.4f\n", x, (x1[x] - x0[x]) / ops
 				for (s in s1) { v = (s1[s] - s0[s]) / ops; printf "sqs_%s %.4f\n", s, v; if (s !~ /^S3_/) sqs += v; any = 1 }
 				if (any) printf "sqs %.4f\n", sqs
 			}' "$d/snap0" "$d/snap1"
@@ -323,6 +342,11 @@ cost_detail() {
 		[ -s "$f" ] && line+="${f##*/proc_} $(cost_fmt %.3f "$key" "${f##*/}"), "
 	done
 	[ -z "$line" ] || echo "  CPU ms/op outside PostgreSQL: ${line%, }"
+	line=
+	for f in "$d"/switches_*; do
+		[ -s "$f" ] && line+="${f##*/switches_} $(cost_fmt %.1f "$key" "${f##*/}"), "
+	done
+	[ -z "$line" ] || echo "  context switches/op outside PostgreSQL (threads, voluntary and not): ${line%, }"
 	line=
 	for f in "$d"/sqs_*; do
 		[ -s "$f" ] && [ "$(cost_fmt %.2f "$key" "${f##*/}")" != 0.00 ] &&

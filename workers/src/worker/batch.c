@@ -93,6 +93,7 @@ static batch_queue queues[N_KINDS] = {
 	{.more = PTHREAD_COND_INITIALIZER},
 	{.more = PTHREAD_COND_INITIALIZER},
 };
+
 _Static_assert(N_KINDS == 4, "one initializer a kind");
 
 static const char *const batch_sql[N_KINDS] = {

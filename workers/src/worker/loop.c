@@ -555,8 +555,10 @@ watchdog(worker *w, int64_t now)
 		 * without the lock, before it starts the call (step_call_started,
 		 * under the lock), so a call in progress says they are written.
 		 */
-		ids = (pf_log_ids) {j->operation_id[0] ? j->operation_id : NULL, NULL, NULL,
-			j->otel.ctx.trace_id[0] ? j->otel.ctx.trace_id : NULL, j->otel.ctx.span_id[0] ? j->otel.ctx.span_id : NULL};
+		memset(&ids, 0, sizeof(ids));
+		ids.operation_id = j->operation_id[0] ? j->operation_id : NULL;
+		ids.trace_id = j->otel.ctx.trace_id[0] ? j->otel.ctx.trace_id : NULL;
+		ids.span_id = j->otel.ctx.span_id[0] ? j->otel.ctx.span_id : NULL;
 		if (!j->interrupted)
 		{
 			j->interrupted = true;

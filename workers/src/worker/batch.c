@@ -75,16 +75,18 @@ typedef struct batch_queue
 	request    *tail;
 	int			n;
 	bool		leader;			/* a thread gathers or runs a batch */
-	pthread_cond_t more;		/* the gathering leader waits here for more */
+	int			want;			/* how many the gathering leader waits for */
+	pthread_cond_t more;		/* it waits here: signalled once they are in */
 } batch_queue;
 
 /*
  * Who waits is woken alone: a request when its row is in (or when the lead
- * passes to it), the leader when a request joins its kind's queue. One
- * condition variable for everything, broadcast at every request and every
- * batch's end, woke every waiting executor of every kind each time, to find
- * nothing to do: with sixteen executors, context switches were a quarter of
- * the payment worker's CPU in the pipeline bench (perf).
+ * passes to it), the gathering leader once as many requests as it waits
+ * for are in (or its window ends). One condition variable for everything,
+ * broadcast at every request and every batch's end, woke every waiting
+ * executor of every kind each time to find nothing to do: 27.8 context
+ * switches an operation in the payment worker, 13.6 after
+ * (test/bench/README.md).
  */
 static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
 static batch_queue queues[N_KINDS] = {
@@ -282,7 +284,7 @@ submit(worker *w, batch_kind kind, request *req)
 		q->head = req;
 	q->tail = req;
 	q->n++;
-	if (q->leader)
+	if (q->leader && q->n >= q->want)
 		pthread_cond_signal(&q->more);
 	while (!req->done)
 	{
@@ -301,8 +303,9 @@ submit(worker *w, batch_kind kind, request *req)
 			continue;
 		}
 		q->leader = true;
+		q->want = busy < BATCH_MAX ? busy : BATCH_MAX;
 		pf_deadline_in(&until, CLOCK_REALTIME, BATCH_WINDOW_MS);
-		while (q->n < BATCH_MAX && q->n < busy &&
+		while (q->n < q->want &&
 			   pthread_cond_timedwait(&q->more, &batch_lock, &until) != ETIMEDOUT)
 			;
 		while (q->head && n < BATCH_MAX)

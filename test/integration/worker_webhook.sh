@@ -307,14 +307,19 @@ mapfile -t d_delays < <(grep -F "\"operationId\":\"$d1\"" "$work/w1.log" | grep 
 	sed 's/.*"retryInSeconds":\([0-9]*\).*/\1/')
 mapfile -t d_gaps < <(deliveries /d | js 'd.requests.slice(1).map((r, i) => r.receivedMs - d.requests[i].receivedMs).join("\n")')
 log "fails twice: delays ${d_delays[*]} s, gaps between attempts ${d_gaps[*]} ms"
-# Equal jitter with a base of 2 s, rounded up to whole seconds: attempt 1
-# waits 1-2 s, attempt 2 waits 2-4 s. The two can tie at 2 s (a draw of
-# exactly 2,000 ms), so "grow" means each lies in its own window, the second's
-# above the first's, and the second is never the shorter.
-pf_ok "fails twice: the delays grow (${d_delays[*]} s: 1-2 then 2-4)" test "${#d_delays[@]}" = 2 \
-	-a "${d_delays[0]:-0}" -ge 1 -a "${d_delays[0]:-0}" -le 2 \
-	-a "${d_delays[1]:-0}" -ge 2 -a "${d_delays[1]:-0}" -le 4 \
-	-a "${d_delays[1]:-0}" -ge "${d_delays[0]:-0}"
+mapfile -t d_backoffs < <(grep -F "\"operationId\":\"$d1\"" "$work/w1.log" | grep -F '"backoffMs"' |
+	sed 's/.*"backoffMs":\([0-9]*\).*/\1/')
+# Equal jitter with a base of 2 s: attempt 1 draws from [1,000, 2,000] ms,
+# attempt 2 from [2,000, 4,000] (the draws before rounding up to whole
+# seconds, where the two can tie at 2 s). A back-off that does not grow
+# draws attempt 2 from attempt 1's range too: it fails this but for a draw
+# of exactly 2,000 ms.
+pf_ok "fails twice: the delays grow (${d_backoffs[*]} ms: 1,000-2,000 then 2,000-4,000; ${d_delays[*]} s)" \
+	test "${#d_backoffs[@]}" = 2 \
+	-a "${d_backoffs[0]:-0}" -ge 1000 -a "${d_backoffs[0]:-0}" -le 2000 \
+	-a "${d_backoffs[1]:-0}" -ge 2000 -a "${d_backoffs[1]:-0}" -le 4000 \
+	-a "${#d_delays[@]}" = 2 -a "${d_delays[0]:-0}" = $(( (${d_backoffs[0]:-0} + 999) / 1000 )) \
+	-a "${d_delays[1]:-0}" = $(( (${d_backoffs[1]:-0} + 999) / 1000 ))
 pf_ok "fails twice: each wait honoured by the receiver's clock (${d_gaps[*]} ms)" \
 	test "${d_gaps[0]:-0}" -ge $(( ${d_delays[0]:-99} * 1000 - 500 )) -a "${d_gaps[1]:-0}" -ge $(( ${d_delays[1]:-99} * 1000 - 500 ))
 

@@ -338,12 +338,19 @@ loggable_error(json_t *error)
 	return copy;
 }
 
-/* Seconds until the next attempt after failed attempt number attempt (1, 2, …). */
+/*
+ * Seconds until the next attempt after failed attempt number attempt (1, 2,
+ * …); *backoff_ms is the back-off's own draw, before it is rounded up to
+ * whole seconds (what ChangeMessageVisibility takes) or a Retry-After
+ * lengthens it: the log shows it, so that its growth can be checked.
+ */
 static int
-retry_delay_s(const pf_config *cfg, int attempt, const pf_http_response *resp, double *retry_after)
+retry_delay_s(const pf_config *cfg, int attempt, const pf_http_response *resp, double *retry_after, int *backoff_ms)
 {
 	int			ms = pf_backoff_ms(attempt - 1, cfg->webhook_backoff_base_s * 1000, cfg->webhook_backoff_max_s * 1000);
 	int			s = (ms + 999) / 1000;
+
+	*backoff_ms = ms;
 
 	*retry_after = -1;
 	if ((resp->status == 429 || resp->status == 503) &&
@@ -475,6 +482,7 @@ webhook_handle(void *thread, step_run *run, int *hide_s)
 	job_outcome outcome;
 	int			delay;
 	double		retry_after;
+	int			backoff_ms;
 
 	if (ev->type != PF_EVENT_OPERATION_COMPLETED && ev->type != PF_EVENT_OPERATION_FAILED)
 	{
@@ -545,10 +553,11 @@ webhook_handle(void *thread, step_run *run, int *hide_s)
 	}
 	else
 	{
-		delay = retry_delay_s(cfg, run->attempt, &resp, &retry_after);
+		delay = retry_delay_s(cfg, run->attempt, &resp, &retry_after, &backoff_ms);
 		log_delivery(PF_LOG_WARN, run, &t,
-					 json_pack("{s:s,s:i,s:i,s:i,s:o*}", "code", json_string_value(json_object_get(error, "code")),
-							   "httpStatus", (int) resp.status, "retryInSeconds", delay, "maxAttempts", last,
+					 json_pack("{s:s,s:i,s:i,s:i,s:i,s:o*}", "code", json_string_value(json_object_get(error, "code")),
+							   "httpStatus", (int) resp.status, "retryInSeconds", delay, "backoffMs", backoff_ms,
+							   "maxAttempts", last,
 							   "retryAfterSeconds", retry_after >= 0 ? json_real(retry_after) : NULL),
 					 "webhook not delivered, attempt %d of %d; retry in %d s", run->attempt, last, delay);
 		*hide_s = delay;

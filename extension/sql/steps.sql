@@ -603,12 +603,11 @@ BEGIN
 									  jsonb_build_array(jsonb_build_object('operationId', operation_id,
 																		   'result', result,
 																		   'leaseToken', lease_token))) f;
-		IF NOT FOUND THEN
-			v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
+		IF FOUND THEN
+			RETURN v_answer;	-- (its slot freed by the fast path, if the step has a limit)
 		END IF;
-	ELSE
-		v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 	END IF;
+	v_answer := payflow._complete_step_full(operation_id, step, worker_id, result, result_ref, lease_token);
 	PERFORM payflow._slot_freed(step, ARRAY[operation_id]);
 	RETURN v_answer;
 END
@@ -1100,7 +1099,10 @@ BEGIN
 	PERFORM payflow._require_items(items);
 	RETURN QUERY SELECT * FROM payflow._outcomes_one_by_one(false, step, worker_id, items, v_done);
 	IF jsonb_typeof(items) = 'array' THEN
-		PERFORM payflow._slot_freed(step, ARRAY(SELECT e ->> 'operationId' FROM jsonb_array_elements(items) e));
+		-- the full path's items (the fast path freed its own)
+		PERFORM payflow._slot_freed(step, ARRAY(SELECT x.e ->> 'operationId'
+												  FROM jsonb_array_elements(items) WITH ORDINALITY AS x(e, n)
+												 WHERE NOT coalesce(v_done[x.n], false)));
 	END IF;
 END
 $$;

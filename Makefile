@@ -8,6 +8,7 @@ PG_CONFIG ?= pg_config
 
 MODULE_big = payflow
 OBJS = \
+	extension/src/attempt_ended.o \
 	extension/src/backoff.o \
 	extension/src/operation_id.o \
 	extension/src/payflow.o \

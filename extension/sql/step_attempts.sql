@@ -6,8 +6,9 @@
 -- current_step on, or ends the operation with step_status SUCCEEDED, and
 -- the success is the step_results row) and the step leaves RUNNING or a
 -- new attempt starts over it (a takeover); or a step not running fails (a
--- dead-lettered request).  The WHEN clause is evaluated for every update
--- of an operation without a function call, and false on the common path.
+-- dead-lettered request).  The trigger's WHEN clause tells such an update
+-- (the flavour's attempt_ended.sql), false on the common path: no call of
+-- this function, and no row of its.
 
 CREATE OR REPLACE FUNCTION payflow._record_step_attempt() RETURNS trigger
 	LANGUAGE plpgsql
@@ -33,12 +34,6 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER operations_attempt_ended AFTER UPDATE ON payflow.operations
-	FOR EACH ROW
-	WHEN (NEW.current_step = OLD.current_step AND NEW.step_status <> 'SUCCEEDED'
-		  AND ((OLD.step_status = 'RUNNING' AND (NEW.step_status <> 'RUNNING' OR NEW.step_attempt <> OLD.step_attempt))
-			   OR (OLD.step_status <> 'RUNNING' AND OLD.step_status <> NEW.step_status AND NEW.step_status = 'FAILED'
-				   AND NEW.step_attempt > 0)))
-	EXECUTE FUNCTION payflow._record_step_attempt();
+--@@ flavour include attempt_ended.sql @@
 
 REVOKE ALL ON FUNCTION payflow._record_step_attempt() FROM PUBLIC;

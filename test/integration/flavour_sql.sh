@@ -133,6 +133,24 @@ else
 	PF_FAILURES=$((PF_FAILURES + 1))
 fi
 
+# The trigger that records an attempt ended without success: its WHEN
+# clause is one C function in the C flavour (_attempt_ended), written out
+# in SQL here; the C-free flavour's clause, evaluated in the C cluster
+# beside the function over every combination of the six columns it reads.
+when=$(sql -c "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'operations_attempt_ended'" |
+	sed -n 's/.* WHEN (\(.*\)) EXECUTE FUNCTION .*/\1/p' |
+	sed 's/old\.current_step/os/g; s/new\.current_step/ns/g; s/old\.step_status/ost/g; s/new\.step_status/nst/g;
+		 s/old\.step_attempt/oa/g; s/new\.step_attempt/na/g')
+pf_ok "the C-free flavour's WHEN clause of operations_attempt_ended reads the six columns only" \
+	test -n "$when" -a "$(grep -Eci 'old\.|new\.' <<<"$when")" = 0
+pf_eq "_attempt_ended answers as the C-free flavour's WHEN clause, in all 1296 cases" "1296|0" \
+	"$(c_psql -Atq -c "SELECT count(*) || '|' || count(*) FILTER (WHERE
+			payflow._attempt_ended(os, ns, ost, nst, oa, na) IS DISTINCT FROM coalesce(($when), false))
+		  FROM unnest('{PROCESS_PAYMENT,CREATE_INVOICE}'::text[]) os, unnest('{PROCESS_PAYMENT,CREATE_INVOICE}'::text[]) ns,
+			   unnest('{PENDING,RUNNING,RETRY_WAIT,SUCCEEDED,FAILED,CANCELLED}'::text[]) ost,
+			   unnest('{PENDING,RUNNING,RETRY_WAIT,SUCCEEDED,FAILED,CANCELLED}'::text[]) nst,
+			   unnest('{0,1,2}'::int[]) oa, unnest('{0,1,2}'::int[]) na")"
+
 # (the background worker's own: database_name, and notify_interval, which
 # spaces its NOTIFYs; the C-free flavour notifies from run_scheduler)
 c_psql -Atq -c "SELECT substr(name, 9), boot_val, min_val, max_val, coalesce(unit, '-') FROM pg_settings

@@ -6,16 +6,21 @@
  * A receive hands up to ten messages to as many executors at once; each
  * claims its step, and their outcomes come back close together. Instead
  * of a round trip and a transaction each, the first executor to ask
- * becomes the batch's leader: it waits up to BATCH_WINDOW_MS for others
- * (or until BATCH_MAX are waiting, or as many as there are executors with
- * a message, and for a claim messages queued for an idle executor: a lone
- * step never waits), takes them, runs one statement on one
+ * becomes the batch's leader: it waits for others (a lone step never
+ * waits), until BATCH_MAX are waiting or its window ends, takes them, runs
+ * one statement on one
  * pooled connection and hands every executor its own row. The database
  * answers each item on its own (its answer, or its error: one unknown
  * operation never fails its neighbours); a failure of the statement itself
  * (a lost connection) is every item's error, as it was each call's before.
  * The leader of one batch is a follower of none: whoever waits when a
  * batch ends and finds no leader takes the next one.
+ *
+ * Whom a leader waits for: a claim, for the claims of the messages
+ * received and not yet claimed (counted from their dispatch to their
+ * executor's request: claims_to_come), up to BATCH_CLAIM_WINDOW_MS; an
+ * outcome, for the executors holding a message, up to BATCH_WINDOW_MS
+ * (their calls end when they end: a longer wait would gather nothing).
  *
  * Each statement is as safe to run twice as the single calls were
  * (db.c): a repeated claim finds the step leased by us, a repeated
@@ -38,6 +43,15 @@
 
 #define BATCH_MAX 10
 #define BATCH_WINDOW_MS 5
+/*
+ * The claims a batch waits for are the messages of a receive, whose
+ * executors wake one by one: on a busy machine not all of them within
+ * BATCH_WINDOW_MS (with receives of ten, 6.5 steps a claim statement in the
+ * pipeline bench). They come for certain, so waiting for them delays no
+ * claim beyond the last executor's start; the window only bounds the wait
+ * for a message its executor drops without a claim.
+ */
+#define BATCH_CLAIM_WINDOW_MS 20
 
 typedef enum
 {
@@ -75,7 +89,7 @@ typedef struct batch_queue
 	request    *tail;
 	int			n;
 	bool		leader;			/* a thread gathers or runs a batch */
-	int			want;			/* how many the gathering leader waits for */
+	int			want;			/* outcomes: how many the gathering leader waits for */
 	pthread_cond_t more;		/* it waits here: signalled once they are in */
 } batch_queue;
 
@@ -97,6 +111,29 @@ static batch_queue queues[N_KINDS] = {
 };
 
 _Static_assert(N_KINDS == 4, "one initializer a kind");
+
+/*
+ * Messages dispatched whose executor has not yet asked for their claim nor
+ * ended without one: the claims a gathering leader waits for. Under
+ * batch_lock, like each job's claim_expected, so that a request leaves this
+ * count as it enters its queue, never counted twice or not at all.
+ */
+static int	claims_to_come;
+
+static bool
+is_claim(batch_kind kind)
+{
+	return kind == KIND_CLAIM || kind == KIND_RUN;
+}
+
+/* Whether the gathering leader of q has what it waits for. Under batch_lock. */
+static bool
+batch_ready(batch_kind kind, const batch_queue *q)
+{
+	if (q->n >= BATCH_MAX)
+		return true;
+	return is_claim(kind) ? claims_to_come <= 0 : q->n >= q->want;
+}
 
 static const char *const batch_sql[N_KINDS] = {
 	"SELECT c.item, c.answer, c.input, c.error, "
@@ -242,41 +279,67 @@ run_batch(worker *w, batch_kind kind, request **reqs, int n)
 	PQclear(res);
 }
 
+void
+batch_claim_expected(job *j)
+{
+	pthread_mutex_lock(&batch_lock);
+	j->claim_expected = true;
+	claims_to_come++;
+	pthread_mutex_unlock(&batch_lock);
+}
+
+void
+batch_claim_forgone(job *j)
+{
+	pthread_mutex_lock(&batch_lock);
+	if (j->claim_expected)
+	{
+		j->claim_expected = false;
+		claims_to_come--;
+		/* a leader may have waited for it alone */
+		for (int k = 0; k < N_KINDS; k++)
+			if (is_claim((batch_kind) k) && queues[k].leader && batch_ready((batch_kind) k, &queues[k]))
+				pthread_cond_signal(&queues[k].more);
+	}
+	pthread_mutex_unlock(&batch_lock);
+}
+
 /*
- * The most requests a batch may wait for: the executors holding a message
- * and, for a claim, the messages queued that idle executors are about to
- * take.  A receive queues up to ten jobs at once, and the executors wake
- * one by one: counted only as they took their jobs, the first claims saw
- * one or two executors busy and went alone (2.0 claims a statement for
- * the payment worker in the pipeline bench, with receives of nine).
- * A completion never counts queued jobs: their steps have not run yet.
+ * The most outcomes a batch may wait for: the executors holding a message
+ * (a completion never counts queued jobs: their steps have not run yet).
  */
 static int
-expected_requests(worker *w, batch_kind kind)
+executors_busy(worker *w)
 {
 	int			busy = 0;
-	int			queued = 0;
 
 	pthread_mutex_lock(&w->lock);
 	for (int i = 0; i < w->concurrency; i++)
 		if (w->executors[i].current != NULL)
 			busy++;
-	if (kind == KIND_CLAIM || kind == KIND_RUN)
-		for (job *j = w->queue_head; j != NULL && busy + queued < w->concurrency; j = j->next)
-			queued++;
 	pthread_mutex_unlock(&w->lock);
-	return busy + queued;
+	return busy;
 }
 
-/* Queue req, and wait until some leader (perhaps this thread) has run it. */
+/*
+ * Queue req (of job j, for a claim), and wait until some leader (perhaps
+ * this thread) has run it.
+ */
 static void
-submit(worker *w, batch_kind kind, request *req)
+submit(worker *w, batch_kind kind, job *j, request *req)
 {
 	batch_queue *q = &queues[kind];
-	int			busy = expected_requests(w, kind);	/* before batch_lock: never both at once */
+
+	/* before batch_lock: never both at once */
+	int			busy = is_claim(kind) ? 0 : executors_busy(w);
 
 	pthread_cond_init(&req->wake, NULL);
 	pthread_mutex_lock(&batch_lock);
+	if (j != NULL && j->claim_expected)
+	{
+		j->claim_expected = false;
+		claims_to_come--;
+	}
 	req->next = NULL;
 	if (q->tail)
 		q->tail->next = req;
@@ -284,7 +347,7 @@ submit(worker *w, batch_kind kind, request *req)
 		q->head = req;
 	q->tail = req;
 	q->n++;
-	if (q->leader && q->n >= q->want)
+	if (q->leader && batch_ready(kind, q))
 		pthread_cond_signal(&q->more);
 	while (!req->done)
 	{
@@ -304,8 +367,8 @@ submit(worker *w, batch_kind kind, request *req)
 		}
 		q->leader = true;
 		q->want = busy < BATCH_MAX ? busy : BATCH_MAX;
-		pf_deadline_in(&until, CLOCK_REALTIME, BATCH_WINDOW_MS);
-		while (q->n < q->want &&
+		pf_deadline_in(&until, CLOCK_REALTIME, is_claim(kind) ? BATCH_CLAIM_WINDOW_MS : BATCH_WINDOW_MS);
+		while (!batch_ready(kind, q) &&
 			   pthread_cond_timedwait(&q->more, &batch_lock, &until) != ETIMEDOUT)
 			;
 		while (q->head && n < BATCH_MAX)
@@ -347,13 +410,13 @@ submit(worker *w, batch_kind kind, request *req)
  * frees it (request_free).
  */
 static pf_result
-claim_and_wait(worker *w, batch_kind kind, request *req, step_claim *claim, pf_error *err)
+claim_and_wait(worker *w, batch_kind kind, job *j, request *req, step_claim *claim, pf_error *err)
 {
 	pf_result	r;
 
 	memset(claim, 0, sizeof(*claim));
 	claim->lease_left_s = -1;
-	submit(w, kind, req);
+	submit(w, kind, j, req);
 	r = req->r;
 	if (r == PF_OK)
 		r = db_claim_from_answer(req->answer, claim, err);
@@ -374,7 +437,8 @@ request_free(request *req)
 }
 
 pf_result
-batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input, pf_error *err)
+batch_claim(worker *w, job *j, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input,
+			pf_error *err)
 {
 	request		req;
 	pf_result	r;
@@ -382,7 +446,7 @@ batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *inpu
 	memset(&req, 0, sizeof(req));
 	req.operation_id = operation_id;
 	*has_input = false;
-	r = claim_and_wait(w, KIND_CLAIM, &req, claim, err);
+	r = claim_and_wait(w, KIND_CLAIM, j, &req, claim, err);
 	if (r == PF_OK && req.has_input)
 	{
 		pf_buf_append(input, req.input.data, req.input.len);
@@ -393,7 +457,7 @@ batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *inpu
 }
 
 pf_result
-batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, step_claim *claim,
+batch_claim_run_complete(worker *w, job *j, const char *hook, const char *operation_id, step_claim *claim,
 						 json_t **completion, json_t **hook_error, pf_error *err)
 {
 	request		req;
@@ -404,7 +468,7 @@ batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, 
 	req.hook = hook;
 	*completion = NULL;
 	*hook_error = NULL;
-	r = claim_and_wait(w, KIND_RUN, &req, claim, err);
+	r = claim_and_wait(w, KIND_RUN, j, &req, claim, err);
 	if (r == PF_OK)
 	{
 		/* handed over: not freed with the request */
@@ -425,7 +489,7 @@ submit_outcome(worker *w, batch_kind kind, const char *operation_id, char *item,
 	memset(&req, 0, sizeof(req));
 	req.operation_id = operation_id;
 	req.item = item;
-	submit(w, kind, &req);
+	submit(w, kind, NULL, &req);
 	free(item);
 	*answer = req.answer;
 	if (req.r != PF_OK)

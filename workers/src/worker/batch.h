@@ -11,11 +11,20 @@
 #include "payflow/buf.h"
 
 /*
- * Like db_claim_step, for this worker's step; when the input is a "pg"
+ * A job dispatched: its claim is to come, and a batch of claims waits for
+ * it (loop.c, before the job is queued). batch_claim_forgone: the job ended
+ * without asking (a bad message, a role that claims nothing; executor.c,
+ * for every job: once asked, nothing to do).
+ */
+void		batch_claim_expected(job *j);
+void		batch_claim_forgone(job *j);
+
+/*
+ * Like db_claim_step, for this worker's step and job j; when the input is a "pg"
  * payload whose checksum the database verified, it is in *input and
  * *has_input is true (no payload_get needed).
  */
-pf_result	batch_claim(worker *w, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input,
+pf_result	batch_claim(worker *w, job *j, const char *operation_id, step_claim *claim, pf_buf *input, bool *has_input,
 						pf_error *err);
 
 /*
@@ -25,7 +34,7 @@ pf_result	batch_claim(worker *w, const char *operation_id, step_claim *claim, pf
  * the hook's error for a step claimed and not done, or NULL. Else the
  * claim failed (err): the caller takes the usual path.
  */
-pf_result	batch_claim_run_complete(worker *w, const char *hook, const char *operation_id, step_claim *claim,
+pf_result	batch_claim_run_complete(worker *w, job *j, const char *hook, const char *operation_id, step_claim *claim,
 									 json_t **completion, json_t **hook_error, pf_error *err);
 
 /* Like db_complete_step and db_fail_step. */

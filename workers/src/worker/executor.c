@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "payflow/buf.h"
+#include "batch.h"
 #include "stack_trim.h"
 
 /* Each executor's stack: ODBC drivers and libpq need little; 256 threads add up. */
@@ -57,6 +58,7 @@ executor_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 
 		step_execute(w, ex, j);
+		batch_claim_forgone(j);
 
 		pthread_mutex_lock(&w->lock);
 		step_attempt_span_end(j);

@@ -33,6 +33,7 @@
 
 #include "payflow/backoff.h"
 #include "payflow/buf.h"
+#include "batch.h"
 #include "lease_renewer.h"
 #include "protection.h"
 #include "payflow/stop_signals.h"
@@ -259,6 +260,7 @@ dispatch(worker *w, transport_message *m)
 	w->held[w->n_held++] = j;
 	pf_log_write(PF_LOG_DEBUG, NULL, json_pack("{s:s,s:i}", "messageId", m->id, "receiveCount", m->receive_count),
 				 "message received");
+	batch_claim_expected(j);
 	executor_enqueue(w, j);
 }
 

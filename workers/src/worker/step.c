@@ -794,7 +794,7 @@ claim_run_complete(worker *w, job *j, const pf_log_ids *ids, step_claim *claim, 
 	/* the SQL hook's call: claim, hook and completion in one statement */
 	db_span_begin(&call, j, "run_hook_steps");
 	pf_span_set_str(&call, "payflow.hook", hook);
-	r = batch_claim_run_complete(w, hook, ids->operation_id, claim, &completion, &hook_error, &err);
+	r = batch_claim_run_complete(w, j, hook, ids->operation_id, claim, &completion, &hook_error, &err);
 	if (r == PF_OK && hook_error != NULL)
 	{
 		pf_span_set_str(&call, "payflow.error.code", json_string_value(json_object_get(hook_error, "code")));
@@ -890,7 +890,7 @@ step_execute(worker *w, executor *ex, job *j)
 		pf_span		call;
 
 		db_span_begin(&call, j, "claim_step");
-		r = batch_claim(w, ev.operation_id, &claim, &input, &has_input, &err);
+		r = batch_claim(w, j, ev.operation_id, &claim, &input, &has_input, &err);
 		if (r == PF_OK)
 			pf_span_set_str(&call, "payflow.claim.action", claim.action);
 		db_span_end(&call, r, &err);

@@ -350,6 +350,7 @@ struct job
 	job_outcome outcome;
 	int			hide_s;
 	job		   *next;			/* in the queue or the done list */
+	bool		claim_expected; /* counted among the claims to come (batch.c), under its lock */
 
 	/* main thread only */
 	bool		renewals_stopped;	/* a call ignored its cancel: let the lease expire */

@@ -60,14 +60,21 @@ CREATE OR REPLACE FUNCTION payflow.payload_get(ref jsonb) RETURNS bytea
 DECLARE
 	p payflow.payloads;
 BEGIN
-	PERFORM payflow._require_object('ref', ref);
+	-- The checks as expressions; the helpers, each a statement of its own
+	-- (some 10 us), only for bad input, which they name precisely.
+	IF ref IS NULL OR jsonb_typeof(ref) <> 'object' THEN
+		PERFORM payflow._require_object('ref', ref);
+	END IF;
 	IF ref ->> 'store' IS DISTINCT FROM 'pg' THEN
 		RAISE EXCEPTION 'payload reference is not of the "pg" store'
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = format('Its store is %s.', coalesce(ref ->> 'store', 'missing'));
 	END IF;
-	PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
-	PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 76);
+	IF coalesce(ref ->> 'key', '') = '' OR length(ref ->> 'key') > 1024
+	   OR coalesce(ref ->> 'checksum', '') = '' OR length(ref ->> 'checksum') > 76 THEN
+		PERFORM payflow._require_text('ref.key', ref ->> 'key', 1024);
+		PERFORM payflow._require_text('ref.checksum', ref ->> 'checksum', 76);
+	END IF;
 	SELECT * INTO p FROM payflow.payloads WHERE key = ref ->> 'key';
 	IF NOT FOUND
 	   OR NOT EXISTS (SELECT FROM payflow.operations o

@@ -14,7 +14,8 @@
  * A job dispatched: its claim is to come, and a batch of claims waits for
  * it (loop.c, before the job is queued). batch_claim_forgone: the job ended
  * without asking (a bad message, a role that claims nothing; executor.c,
- * for every job: once asked, nothing to do).
+ * for every job: once asked, nothing to do), or went back unstarted at
+ * the drain (loop.c).
  */
 void		batch_claim_expected(job *j);
 void		batch_claim_forgone(job *j);

@@ -607,6 +607,7 @@ begin_drain(worker *w, int signo)
 		job		   *next = queued->next;
 
 		rel[n_rel++] = queued->msg;
+		batch_claim_forgone(queued);	/* no claim batch waits for it */
 		forget(w, queued);
 		queued->msg = NULL;
 		free(queued);

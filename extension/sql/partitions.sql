@@ -217,6 +217,34 @@ BEGIN
 END
 $$;
 
+-- A partition purge could not make or drop for a lock held past its
+-- lock_timeout (it counts it "busy" and tries again at the next call): a
+-- LOG line naming the sessions that hold a lock on the relations, so that
+-- an operator can tell a long report or a stuck transaction from
+-- autovacuum.  Their pid, application (or kind of process), lock mode and
+-- transaction start; never a query's text, which may hold a payment's
+-- details.
+CREATE OR REPLACE FUNCTION payflow._log_busy(p_what text, p_relations text[]) RETURNS void
+	LANGUAGE plpgsql
+	AS $$
+DECLARE
+	v_holders text;
+BEGIN
+	SELECT string_agg(DISTINCT format('pid %s (%s, %s, transaction since %s)', l.pid,
+									  coalesce(nullif(a.application_name, ''), a.backend_type, 'unknown'), l.mode,
+									  coalesce(a.xact_start::text, 'unknown')), '; ')
+	  INTO v_holders
+	  FROM pg_catalog.pg_locks l
+	  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+	 WHERE l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+	   AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+	   AND l.relation = ANY (ARRAY(SELECT pg_catalog.to_regclass(format('payflow.%I', r))::oid
+									FROM unnest(p_relations) r));
+	RAISE LOG 'payflow.purge: % busy, left for the next call; locks held by %', p_what,
+		coalesce(v_holders, 'a session that has let go since');
+END
+$$;
+
 -- purge()'s partition work: today's and tomorrow's partitions
 -- made (and this hour's and the next one's of the batches); past days
 -- (and hours) dropped whose operations are gone but for at most
@@ -263,6 +291,8 @@ BEGIN
 			END IF;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
+			PERFORM payflow._log_busy(format('making a partition of %s', coalesce(t.parent, 'outbox_batches')),
+									  ARRAY[coalesce(t.parent, 'outbox_batches')]);
 		END;
 	END LOOP;
 
@@ -300,6 +330,7 @@ BEGIN
 			v_dropped := v_dropped + 1;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
+			PERFORM payflow._log_busy(format('dropping %s', t.name), ARRAY[t.parent, t.name]);
 		END;
 	END LOOP;
 
@@ -314,6 +345,7 @@ BEGIN
 			v_hours_dropped := v_hours_dropped + 1;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
+			PERFORM payflow._log_busy(format('dropping %s', t.name), ARRAY['outbox_batches', t.name]);
 		END;
 	END LOOP;
 	PERFORM set_config('lock_timeout', v_lock_timeout, true);
@@ -326,4 +358,4 @@ REVOKE ALL ON FUNCTION payflow._day_id_floor(date), payflow._day_partitioned(), 
 	payflow._make_partition(text, text, text, text, text), payflow._hour_partitions(),
 	payflow._make_hour_partition(timestamptz),
 	payflow._make_day_partition(text, text, date), payflow._drop_partition(text, text, text[]),
-	payflow._purge_partitions(integer) FROM PUBLIC;
+	payflow._log_busy(text, text[]), payflow._purge_partitions(integer) FROM PUBLIC;

@@ -291,8 +291,7 @@ BEGIN
 			END IF;
 		EXCEPTION WHEN lock_not_available THEN
 			v_busy := v_busy + 1;
-			PERFORM payflow._log_busy(format('making a partition of %s', coalesce(t.parent, 'outbox_batches')),
-									  ARRAY[coalesce(t.parent, 'outbox_batches')]);
+			PERFORM payflow._log_busy(format('making a partition of %s', t.parent), ARRAY[t.parent]);
 		END;
 	END LOOP;
 
